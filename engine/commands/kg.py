@@ -1,0 +1,169 @@
+"""``kgengine load / stats / graphs / drop / query``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import pyoxigraph as ox
+from kgengine.cli_common import connect, graph_option, show_progress, store_option
+from kgengine.errors import KGEngineError
+from kgengine.loaders import LOADERS, read_dataset
+from kgengine.progress import progress_bar
+from rich.console import Console
+from rich.table import Table
+
+
+@click.command()
+@click.argument("dataset", type=click.Choice(sorted(LOADERS), case_sensitive=False))
+@click.option("--path", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Dataset directory or file [default: the bundled copy, Family only].")
+@store_option
+@graph_option()
+@click.option("--splits", default=None,
+              help="Comma-separated splits to put in the KG [default: all splits].")
+@click.option("--replace", is_flag=True, help="Replace an existing graph of that name.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the private-id mapping.")
+def load(dataset: str, path: Path | None, store_location: str | None, graph: str | None,
+         splits: str | None, replace: bool, seed: int) -> None:
+    """Load DATASET into the store as a named graph (default name: the dataset's)."""
+    split_list = [s.strip() for s in splits.split(",") if s.strip()] if splits else None
+    data = read_dataset(dataset.lower(), path, split_list)
+    name = graph or data.name
+    started = time.perf_counter()
+    store = connect(store_location)
+    try:
+        with progress_bar(f"loading {name}", enabled=show_progress()) as progress:
+            info = store.load(
+                name, data.triples, dataset=data.name, labels=data.labels, source=data.source,
+                splits=data.splits, replace=replace, seed=seed, progress=progress,
+            )
+    finally:
+        store.close()
+    seconds = time.perf_counter() - started
+    click.echo(f"loaded graph {info.name!r}: {info.triples:,} triples "
+               f"from {data.source or dataset} in {seconds:.1f} s")
+
+
+@click.command()
+@store_option
+def graphs(store_location: str | None) -> None:
+    """List the graphs in the store."""
+    store = connect(store_location, read_only=False)
+    try:
+        infos = store.graphs()
+    finally:
+        store.close()
+    table = Table("graph", "dataset", "triples", "status", "splits", "loaded at")
+    for info in infos:
+        table.add_row(info.name, info.dataset, f"{info.triples:,}", info.status,
+                      ",".join(info.splits), info.loaded_at)
+    Console().print(table)
+
+
+@click.command()
+@store_option
+@graph_option()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def stats(store_location: str | None, graph: str | None, as_json: bool) -> None:
+    """Counts and degree statistics of one graph (or of every graph)."""
+    store = connect(store_location)
+    try:
+        names = [graph] if graph else [g.name for g in store.graphs()]
+        if not names:
+            raise KGEngineError(f"the store {store.location} has no graphs; run `kgengine load`")
+        results = {name: store.stats(name) for name in names}
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({
+            name: {"triples": s.triples, "entities": s.entities, "relations": s.relations,
+                   "per_relation": s.per_relation, "degree": s.degree_summary(),
+                   "degree_histogram": {str(k): v for k, v in s.degree_histogram.items()}}
+            for name, s in results.items()
+        }, indent=2))
+        return
+    console = Console()
+    for name, s in results.items():
+        summary = s.degree_summary()
+        console.print(f"[bold]{name}[/bold]: {s.triples:,} triples, {s.entities:,} entities, "
+                      f"{s.relations:,} relations; degree mean {summary['mean']:.2f}, "
+                      f"median {summary['median']:.0f}, max {summary['max']:.0f}")
+        table = Table("relation", "triples")
+        for relation, n in sorted(s.per_relation.items(), key=lambda kv: -kv[1]):
+            table.add_row(relation, f"{n:,}")
+        console.print(table)
+
+
+@click.command()
+@click.argument("graph_name", metavar="GRAPH")
+@store_option
+@click.confirmation_option(prompt="Drop this graph?")
+def drop(graph_name: str, store_location: str | None) -> None:
+    """Remove GRAPH (its triples, labels and metadata) from the store."""
+    store = connect(store_location)
+    try:
+        store.drop(graph_name)
+    finally:
+        store.close()
+    click.echo(f"dropped graph {graph_name!r}")
+
+
+def _cell(term: Any) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, ox.NamedNode | ox.Literal | ox.BlankNode):
+        return term.value
+    return str(term)
+
+
+@click.command()
+@click.argument("sparql")
+@store_option
+@graph_option()
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True)
+def query(sparql: str, store_location: str | None, graph: str | None, fmt: str) -> None:
+    """Run a SPARQL query (Oxigraph stores) on GRAPH or on the union of all graphs."""
+    store = connect(store_location)
+    try:
+        if not hasattr(store, "sparql"):
+            raise KGEngineError(f"`kgengine query` runs SPARQL; the {store.backend} backend has none")
+        try:
+            result = store.sparql(sparql, graph)
+        except SyntaxError as exc:
+            raise KGEngineError(f"invalid SPARQL: {exc}") from exc
+        _print_result(result, fmt)
+    finally:
+        store.close()
+
+
+def _print_result(result: Any, fmt: str) -> None:
+    if isinstance(result, ox.QueryBoolean):
+        value = bool(result)
+        click.echo(json.dumps({"boolean": value}) if fmt == "json" else str(value).lower())
+        return
+    if isinstance(result, ox.QueryTriples):
+        columns = ["subject", "predicate", "object"]
+        rows = [[_cell(t.subject), _cell(t.predicate), _cell(t.object)] for t in result]
+    else:
+        columns = [v.value for v in result.variables]
+        rows = [[_cell(solution[c]) for c in columns] for solution in result]
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2,
+                              ensure_ascii=False))
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        click.echo(f"{len(rows)} row(s)")

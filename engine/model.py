@@ -1,0 +1,88 @@
+"""Plain data types shared by loaders, stores, mining, BRINK and RAG (no I/O here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class Triple(NamedTuple):
+    """A KG fact as dataset identifiers: ``relation(head, tail)``."""
+
+    head: str
+    relation: str
+    tail: str
+
+
+class Direction(StrEnum):
+    """Which edges k-hop retrieval follows from the seed entity."""
+
+    OUT = "out"
+    IN = "in"
+    BOTH = "both"
+
+
+class Entity(str):
+    """A query parameter that names an entity (dataset id), not a literal string."""
+
+    __slots__ = ()
+
+
+class Relation(str):
+    """A query parameter that names a relation, not a literal string."""
+
+    __slots__ = ()
+
+
+GRAPH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_graph_name(name: str) -> str:
+    """Graph names end up in IRIs, Neo4j properties and file names: keep them simple."""
+    if not GRAPH_NAME_RE.fullmatch(name):
+        raise ValueError(
+            f"invalid graph name {name!r}: use letters, digits, '_', '.', '-' "
+            "(at most 128 characters, starting with a letter or digit)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """What the store knows about one named graph (one dataset variant)."""
+
+    name: str
+    dataset: str
+    triples: int
+    status: str  # "complete" or "loading" (an interrupted load)
+    source: str = ""
+    splits: tuple[str, ...] = ()
+    loaded_at: str = ""
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """Counts and degree statistics of one graph."""
+
+    triples: int
+    entities: int
+    relations: int
+    per_relation: dict[str, int] = field(default_factory=dict)
+    # degree (in + out, counting each triple once per endpoint) -> number of entities
+    degree_histogram: dict[int, int] = field(default_factory=dict)
+
+    def degree_summary(self) -> dict[str, float]:
+        """Mean / median / max degree from the histogram (pure arithmetic)."""
+        total = sum(self.degree_histogram.values())
+        if total == 0:
+            return {"mean": 0.0, "median": 0.0, "max": 0.0}
+        mean = sum(d * n for d, n in self.degree_histogram.items()) / total
+        seen, median = 0, 0
+        for degree in sorted(self.degree_histogram):
+            seen += self.degree_histogram[degree]
+            if seen * 2 >= total:
+                median = degree
+                break
+        return {"mean": mean, "median": float(median), "max": float(max(self.degree_histogram))}

@@ -1,0 +1,26 @@
+"""Named queries: every graph operation is a file ``sparql/NAME.rq`` with a twin
+``cypher/NAME.cypher``, shipped as package data and read here (never inline strings)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+_LANGS = {"sparql": ("kgengine.sparql", ".rq"), "cypher": ("kgengine.cypher", ".cypher")}
+
+
+@cache
+def query_text(language: str, name: str) -> str:
+    """Text of the named query; raises KeyError naming the missing file."""
+    package, suffix = _LANGS[language]
+    path = resources.files(package) / f"{name}{suffix}"
+    if not path.is_file():
+        raise KeyError(f"no query {name!r}: {package.split('.')[-1]}/{name}{suffix} does not exist")
+    return path.read_text(encoding="utf-8")
+
+
+def query_names(language: str) -> list[str]:
+    package, suffix = _LANGS[language]
+    return sorted(
+        p.name[: -len(suffix)] for p in resources.files(package).iterdir() if p.name.endswith(suffix)
+    )

@@ -1,0 +1,160 @@
+"""The store protocol: the one interface that loading, mining, BRINK, RAG and the SPARQL
+endpoint use. Backends (Oxigraph, Neo4j) are registered by URI scheme, rdflib-plugin style."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import import_module
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from kgengine.model import Direction, GraphInfo, GraphStats, Triple
+from kgengine.progress import NO_PROGRESS, Reporter
+
+
+class TripleSource(Protocol):
+    """Re-iterable triples (each ``iter()`` reads the input anew), as loaders produce them.
+
+    Iteration raises :class:`kgengine.errors.InputError` on a malformed line."""
+
+    def __iter__(self) -> Iterator[Triple]: ...
+
+
+@runtime_checkable
+class KGStore(Protocol):
+    backend: ClassVar[str]
+    location: str
+
+    def graphs(self) -> list[GraphInfo]:
+        """Every named graph with its metadata (interrupted loads have status 'loading')."""
+        ...
+
+    def graph_info(self, graph: str) -> GraphInfo | None: ...
+
+    def load(
+        self,
+        graph: str,
+        triples: TripleSource,
+        *,
+        dataset: str,
+        labels: Iterable[tuple[str, str]] = (),
+        source: str = "",
+        splits: Sequence[str] = (),
+        replace: bool = False,
+        seed: int = 0,
+        progress: Reporter = NO_PROGRESS,
+    ) -> GraphInfo:
+        """Insert ``triples`` as graph ``graph`` in batches; idempotent (set semantics).
+
+        Refuses an existing complete graph unless ``replace``; an interrupted load of the
+        same graph is discarded and redone. With ``replace`` the input is validated in full
+        before the old graph is touched, so bad input never loses stored data."""
+        ...
+
+    def drop(self, graph: str) -> None: ...
+
+    def stats(self, graph: str) -> GraphStats: ...
+
+    def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
+        """Run the named query (``sparql/NAME.rq`` or ``cypher/NAME.cypher``) on ``graph``.
+
+        Parameters are passed as values, never pasted: :class:`kgengine.model.Entity` and
+        :class:`kgengine.model.Relation` name KG terms, other scalars are literals, and a
+        list fills the query's ``VALUES ?name {}`` block. Rows map variable -> Python value
+        (entity ids and relation names decoded, numbers as int/float, unbound as None)."""
+        ...
+
+    def neighbourhood(
+        self,
+        graph: str,
+        entity: str,
+        hops: int = 1,
+        direction: Direction = Direction.BOTH,
+        limit: int | None = None,
+    ) -> list[Triple]:
+        """Triples met by a breadth-first walk of ``hops`` steps (1-3) from ``entity``."""
+        ...
+
+    def triples(self, graph: str) -> Iterator[Triple]:
+        """Every triple of the graph (for in-memory indexes and export)."""
+        ...
+
+    def labels(self, graph: str) -> dict[str, str]: ...
+
+    def private_ids(self, graph: str) -> dict[str, str]:
+        """The persisted seeded random entity id -> private id mapping (BRINK §5.4)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# scheme -> "module:Class"; a location without a known scheme is an Oxigraph directory
+BACKENDS: dict[str, str] = {
+    "oxigraph": "kgengine.oxigraph_store:OxigraphStore",
+    "neo4j": "kgengine.neo4j_store:Neo4jStore",
+}
+NEO4J_SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://")
+
+
+def backend_for(location: str) -> str:
+    return "neo4j" if location.startswith(NEO4J_SCHEMES) else "oxigraph"
+
+
+def open_store(location: str, *, read_only: bool = False) -> KGStore:
+    """Open (creating if needed) the store at ``location``: a directory or a Neo4j URI."""
+    module_name, _, class_name = BACKENDS[backend_for(location)].partition(":")
+    cls = getattr(import_module(module_name), class_name)
+    return cls(location, read_only=read_only)
+
+
+MAX_HOPS = 3
+
+
+def breadth_first(
+    expand: Callable[[Sequence[str], Direction], Iterable[Triple]],
+    entity: str,
+    hops: int,
+    direction: Direction,
+    limit: int | None = None,
+    batch: int = 512,
+) -> list[Triple]:
+    """Shared k-hop walk: ``expand(frontier, OUT|IN)`` returns the triples leaving (OUT) or
+    entering (IN) the frontier entities; each backend supplies it as a named query."""
+    if not 1 <= hops <= MAX_HOPS:
+        raise ValueError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
+    directions = [Direction.OUT, Direction.IN] if direction == Direction.BOTH else [direction]
+    seen_entities = {entity}
+    frontier = [entity]
+    found: dict[Triple, None] = {}  # insertion-ordered set
+    for _ in range(hops):
+        next_frontier: list[str] = []
+        for start in range(0, len(frontier), batch):
+            chunk = frontier[start : start + batch]
+            for step in directions:
+                for triple in expand(chunk, step):
+                    if triple in found:
+                        continue
+                    found[triple] = None
+                    if limit is not None and len(found) >= limit:
+                        return list(found)
+                    other = triple.tail if step == Direction.OUT else triple.head
+                    if other not in seen_entities:
+                        seen_entities.add(other)
+                        next_frontier.append(other)
+        frontier = next_frontier
+        if not frontier:
+            break
+    return list(found)
+
+
+def assign_private_ids(entities: Iterable[str], seed: int) -> dict[str, str]:
+    """Seeded random private ids (``e`` + number), stable for a given entity set and seed."""
+    ordered = sorted(set(entities))
+    numbers = list(range(len(ordered)))
+    random.Random(seed).shuffle(numbers)
+    width = max(len(str(len(ordered))), 1)
+    return {e: f"e{n:0{width}d}" for e, n in zip(ordered, numbers, strict=True)}
+
+
+def as_mapping(pairs: Iterable[tuple[str, str]] | Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    yield from (pairs.items() if isinstance(pairs, Mapping) else pairs)

@@ -1,0 +1,27 @@
+"""Family KG (Neural-LP / DRUM layout): facts/train/valid/test.txt, ``head<TAB>rel<TAB>tail``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from kgengine.loaders.base import Dataset, DelimitedTriples, split_files
+
+SPLITS = ("facts", "train", "valid", "test")
+
+
+def bundled_path() -> Path:
+    """The copy of the Family KG shipped inside the package (demo and tests)."""
+    return Path(str(resources.files("kgengine.data") / "family"))
+
+
+def read_family(path: Path | None, splits: Sequence[str] | None) -> Dataset:
+    directory = path or bundled_path()
+    chosen = tuple(splits or SPLITS)
+    return Dataset(
+        name="family",
+        triples=DelimitedTriples(split_files(directory, chosen)),
+        source=str(directory),
+        splits=chosen,
+    )
