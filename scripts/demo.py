@@ -18,7 +18,8 @@ STAGES: list[tuple[str, list[str]]] = [
     ("graphs in the store", ["graphs", "--store", str(STORE)]),
     ("statistics", ["stats", "--store", str(STORE), "--graph", "family"]),
     ("a SPARQL query", ["query", "--store", str(STORE), "--graph", "family",
-                        "SELECT ?r (COUNT(*) AS ?n) WHERE { ?h ?r ?t } GROUP BY ?r ORDER BY DESC(?n) LIMIT 5"]),
+                        "SELECT ?r (COUNT(*) AS ?n) WHERE { ?h ?r ?t } "
+                        "GROUP BY ?r ORDER BY DESC(?n) LIMIT 5"]),
 ]
 
 
