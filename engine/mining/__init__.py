@@ -1,0 +1,1 @@
+"""Horn rule mining with AMIE 3 semantics (rule model, measures, search, counting engines)."""

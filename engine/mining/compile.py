@@ -1,0 +1,84 @@
+"""Compile rule atoms into query patterns for both backends.
+
+Only relation names, entity ids and variable names of *rules* reach these patterns, and each
+is escaped for its language: relations and constants become IRIs made of percent-encoded,
+IRI-safe characters (SPARQL) or backtick-escaped relationship types and ``$parameters``
+(Cypher); variable names are checked against ``[a-z]\\w*``. Query *files* (``sparql/*.rq``,
+``cypher/*.cypher``) hold the surrounding query, with ``{{placeholders}}`` for these
+generated patterns."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kgengine import terms
+from kgengine.mining.rules import Atom, is_variable
+
+_VAR = re.compile(r"\?([a-z]\w*)")
+
+
+def variable_name(term: str) -> str:
+    match = _VAR.fullmatch(term)
+    if not match:
+        raise ValueError(f"invalid rule variable {term!r} (expected ?name)")
+    return match.group(1)
+
+
+def sparql_term(term: str) -> str:
+    if is_variable(term):
+        return "?" + variable_name(term)
+    return f"<{terms.entity_iri(term)}>"
+
+
+def sparql_atom(atom: Atom) -> str:
+    return f"{sparql_term(atom.subject)} <{terms.relation_iri(atom.relation)}> {sparql_term(atom.object)} ."
+
+
+def sparql_patterns(atoms: Sequence[Atom]) -> str:
+    """Basic graph pattern of the atoms (SPARQL's homomorphism semantics: two atoms may
+    match the same triple, as in AMIE)."""
+    return "\n  ".join(sparql_atom(a) for a in atoms)
+
+
+def cypher_type(relation: str) -> str:
+    """A relationship type as a Cypher identifier: backtick-quoted, backticks doubled."""
+    if not relation:
+        raise ValueError("empty relation name")
+    return "`" + relation.replace("`", "``") + "`"
+
+
+def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[str, dict[str, Any]]:
+    """One ``MATCH`` clause per atom, so that (as in SPARQL and AMIE) two atoms may bind the
+    same relationship: Neo4j's relationship-uniqueness applies only within one MATCH.
+    Constants become parameters ``$c0, $c1, …``; returns (clauses, parameters)."""
+    declared: set[str] = set()
+    params: dict[str, Any] = {}
+    clauses = []
+
+    def node(term: str) -> str:
+        if not is_variable(term):
+            key = f"c{len(params)}"
+            params[key] = term
+            return f"(:Entity {{graph: ${graph_param}, id: ${key}}})"
+        name = variable_name(term)
+        if name in declared:
+            return f"({name})"
+        declared.add(name)
+        return f"({name}:Entity {{graph: ${graph_param}}})"
+
+    for atom in atoms:
+        clauses.append(f"MATCH {node(atom.subject)}-[:{cypher_type(atom.relation)}]->{node(atom.object)}")
+    return "\n".join(clauses), params
+
+
+def fill(template: str, **parts: str) -> str:
+    """Replace ``{{name}}`` placeholders of a query file; every placeholder must be filled."""
+    out = template
+    for name, value in parts.items():
+        out = out.replace("{{" + name + "}}", value)
+    leftover = re.search(r"\{\{(\w+)\}\}", out)
+    if leftover:
+        raise KeyError(f"query placeholder {{{{{leftover.group(1)}}}}} not filled")
+    return out
