@@ -8,7 +8,7 @@ in ``terms.META_GRAPH``."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +26,7 @@ from kgengine.model import (
     check_graph_name,
 )
 from kgengine.progress import NO_PROGRESS, Reporter
-from kgengine.queries import query_text
+from kgengine.queries import fill_template, query_text
 from kgengine.store import TripleSource, as_mapping, assign_private_ids, breadth_first
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -125,6 +125,7 @@ def _fill_values(text: str, name: str, rows: Iterable[Any]) -> str:
 
 class OxigraphStore:
     backend: ClassVar[str] = "oxigraph"
+    query_language: ClassVar[str] = "sparql"
 
     def __init__(self, location: str, *, read_only: bool = False) -> None:
         self.location = location
@@ -301,8 +302,12 @@ class OxigraphStore:
         self._remove_meta(graph)
 
     # ---- queries --------------------------------------------------------------------------
-    def _select(self, name: str, graph: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _select(
+        self, name: str, graph: str, params: dict[str, Any], parts: Mapping[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
         text = query_text("sparql", name)
+        if parts is not None:
+            text = fill_template(text, parts)
         substitutions = {}
         # a query whose header says "# graph: entities" reads the companion labels graph
         on_entities = "\n# graph: entities" in "\n" + text
@@ -323,6 +328,11 @@ class OxigraphStore:
         variables = [v.value for v in result.variables]
         for solution in result:
             yield {v: _python_value(solution[v]) for v in variables}
+
+    def run_template(
+        self, name: str, graph: str, parts: Mapping[str, str], **params: Any
+    ) -> list[dict[str, Any]]:
+        return list(self._select(name, graph, params, parts))
 
     def _select_one(self, name: str, graph: str, **params: Any) -> dict[str, Any]:
         return next(self._select(name, graph, params))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
@@ -24,3 +26,19 @@ def query_names(language: str) -> list[str]:
     return sorted(
         p.name[: -len(suffix)] for p in resources.files(package).iterdir() if p.name.endswith(suffix)
     )
+
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def fill_template(template: str, parts: Mapping[str, str]) -> str:
+    """Replace the ``{{name}}`` placeholders of a query file with generated patterns; every
+    placeholder must be filled (the patterns are escaped by whoever generated them)."""
+
+    def replace(match: re.Match[str]) -> str:
+        try:
+            return parts[match.group(1)]
+        except KeyError:
+            raise KeyError(f"query placeholder {{{{{match.group(1)}}}}} not filled") from None
+
+    return _PLACEHOLDER.sub(replace, template)

@@ -23,6 +23,7 @@ class TripleSource(Protocol):
 @runtime_checkable
 class KGStore(Protocol):
     backend: ClassVar[str]
+    query_language: ClassVar[str]  # "sparql" or "cypher": which query files this backend runs
     location: str
 
     def graphs(self) -> list[GraphInfo]:
@@ -62,6 +63,14 @@ class KGStore(Protocol):
         :class:`kgengine.model.Relation` name KG terms, other scalars are literals, and a
         list fills the query's ``VALUES ?name {}`` block. Rows map variable -> Python value
         (entity ids and relation names decoded, numbers as int/float, unbound as None)."""
+        ...
+
+    def run_template(
+        self, name: str, graph: str, parts: Mapping[str, str], **params: Any
+    ) -> list[dict[str, Any]]:
+        """Like :meth:`run` for a query file with ``{{placeholders}}``, filled from ``parts``:
+        patterns generated (and escaped) for this backend's ``query_language`` from rules,
+        e.g. by :mod:`kgengine.mining.compile`. Values still go in as ``params``."""
         ...
 
     def neighbourhood(

@@ -71,14 +71,3 @@ def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[
     for atom in atoms:
         clauses.append(f"MATCH {node(atom.subject)}-[:{cypher_type(atom.relation)}]->{node(atom.object)}")
     return "\n".join(clauses), params
-
-
-def fill(template: str, **parts: str) -> str:
-    """Replace ``{{name}}`` placeholders of a query file; every placeholder must be filled."""
-    out = template
-    for name, value in parts.items():
-        out = out.replace("{{" + name + "}}", value)
-    leftover = re.search(r"\{\{(\w+)\}\}", out)
-    if leftover:
-        raise KeyError(f"query placeholder {{{{{leftover.group(1)}}}}} not filled")
-    return out
