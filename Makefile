@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench setup clean
+.PHONY: demo test lint bench setup clean neo4j-jars
 
 setup: $(STAMP)
 
@@ -19,7 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
-test: $(STAMP)
+# Neo4j 5.26 Community jars for the tests' embedded server (Maven Central -> ~/.m2) and its
+# javac-compiled launcher; a no-op when already cached, or when $$NEO4J_URI names a server.
+neo4j-jars: $(STAMP)
+	$(BIN)/python tests/neo4j_server.py prepare
+
+test: $(STAMP) neo4j-jars
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m '' -p no:cacheprovider
 

@@ -7,11 +7,17 @@ in ``terms.META_GRAPH``."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import contextlib
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import chain, islice, repeat
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
+from urllib.parse import quote, unquote
 
 import pyoxigraph as ox
 from kgengine import terms
@@ -27,14 +33,22 @@ from kgengine.model import (
 )
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import fill_template, query_text
-from kgengine.store import TripleSource, as_mapping, assign_private_ids, breadth_first
+from kgengine.store import (
+    BlockSource,
+    TripleSource,
+    as_mapping,
+    breadth_first,
+    iter_private_ids,
+)
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 _INT_TYPES = {XSD + t for t in ("integer", "int", "long", "short", "nonNegativeInteger")}
 _FLOAT_TYPES = {XSD + t for t in ("decimal", "double", "float")}
 _VOCAB = terms.VOCAB_NS
 _META_KEYS = ("dataset", "status", "triples", "source", "splits", "loadedAt")
-CHUNK_LINES = 20_000  # lines per chunk handed to the Rust parser
+CHUNK_LINES = 20_000  # lines per chunk when formatting one triple or entity at a time
+DELETE_BATCH = 20_000  # quads removed per batch when discarding a graph (bounded memory)
+SPOOL_PREFIX = ".kgengine-spool-"  # temporary N-Quads in the store directory (no pipes)
 
 
 def nt_literal(value: str) -> str:
@@ -45,40 +59,137 @@ def nt_literal(value: str) -> str:
     return f'"{escaped}"'
 
 
-def nt_line(triple: Triple) -> str:
-    # encode_id only emits IRI-safe characters, so the IRIs need no further escaping
-    e, r = terms.ENTITY_NS, terms.RELATION_NS
-    enc = terms.encode_id
-    return f"<{e}{enc(triple.head)}> <{r}{enc(triple.relation)}> <{e}{enc(triple.tail)}> .\n"
+# Percent-encoding is per character, so encoding a whole TSV block (TAB and LF left alone)
+# gives, field by field, exactly terms.encode_id of each field, in a few C-level calls.
+_ASCII_ESCAPES = sorted(
+    ((c, quote(c, safe="")) for c in map(chr, range(128)) if terms.encode_id(c) != c and c not in "\t\n"),
+    key=lambda pair: pair[0] != "%",  # '%' first: the other codes contain '%'
+)
+_NEEDS_ESCAPE = re.compile("[" + re.escape("".join(c for c, _ in _ASCII_ESCAPES)) + r"]|[^\x00-\x7f]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
-class _ChunkStream(io.RawIOBase):
-    """A read-only byte stream over an iterator of byte chunks, so that pyoxigraph's Rust
-    parser pulls N-Triples while Python produces them (bounded memory, no temp file).
-    An exception from the producer is kept in ``error`` (the Rust side only sees an I/O error)."""
+def _quote_match(match: re.Match[str]) -> str:
+    return quote(match.group(), safe="")
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._current = memoryview(b"")
-        self.error: BaseException | None = None
 
-    def readable(self) -> bool:
-        return True
+def escape_block(block: str) -> str:
+    """``terms.encode_id`` applied to every field of a normalised TSV block."""
+    if _NEEDS_ESCAPE.search(block) is None:
+        return block
+    for char, code in _ASCII_ESCAPES:
+        if char in block:
+            block = block.replace(char, code)
+    if not block.isascii():
+        block = _NON_ASCII.sub(_quote_match, block)
+    return block
 
-    def readinto(self, buffer: Any) -> int:
-        while not self._current:
-            try:
-                chunk = next(self._chunks, None)
-            except BaseException as exc:  # re-raised by the caller with its real type
-                self.error = exc
-                raise OSError(str(exc)) from exc
-            if chunk is None:
-                return 0
-            self._current = memoryview(chunk)
-        n = min(len(buffer), len(self._current))
-        buffer[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
+
+def _fields(block: str) -> list[str]:
+    """[h1, r1, t1, h2, ...] of a normalised TSV block, plus a final ''."""
+    fields = block.replace("\t", "\n").split("\n")
+    if len(fields) != 3 * block.count("\n") + 1:
+        raise ValueError("a TSV block must be whole lines of exactly three TAB-separated fields")
+    return fields
+
+
+def _entity_iris(ordered: Sequence[str], chunk: int = 100_000) -> Iterator[str]:
+    """``terms.entity_iri`` of many ids, escaped a chunk at a time in one pass where no id
+    holds TAB or LF."""
+    prefix = terms.ENTITY_NS
+    for start in range(0, len(ordered), chunk):
+        ids = ordered[start : start + chunk]
+        joined = "\n".join(ids)
+        if "\t" in joined or joined.count("\n") != len(ids) - 1:
+            yield from map(terms.entity_iri, ids)
+        else:
+            yield from (prefix + e for e in escape_block(joined).split("\n"))
+
+
+class _QuadWriter:
+    """Writes the N-Quads of a load to a binary stream: facts, then private ids and labels.
+    Keeps the entities met on the way as they are encoded in IRIs (a block is split once;
+    only the distinct ids are decoded, at the end)."""
+
+    def __init__(self, out: BinaryIO, graph: str) -> None:
+        self.out = out
+        self.lines = 0
+        self._encoded_entities: set[str] = set()
+        self._facts_end = f"> <{terms.graph_iri(graph)}> .\n"
+        self._entities_end = f" <{terms.entities_graph_iri(graph)}> .\n"
+
+    def _write(self, text: str, lines: int, progress: Reporter = NO_PROGRESS) -> None:
+        self.out.write(text.encode())
+        self.lines += lines
+        progress.advance(lines)
+
+    def add_triples(self, triples: TripleSource, progress: Reporter) -> None:
+        subject, to_object = "<" + terms.ENTITY_NS, "> <" + terms.ENTITY_NS
+        to_relation, end = "> <" + terms.RELATION_NS, self._facts_end
+        entities = self._encoded_entities
+        if isinstance(triples, BlockSource):
+            for block in triples.blocks():
+                enc = _fields(escape_block(block))
+                entities.update(enc[0:-1:3])  # the last item is the '' after the final LF
+                entities.update(enc[2::3])
+                parts = zip(repeat(subject), enc[0::3], repeat(to_relation), enc[1::3],
+                            repeat(to_object), enc[2::3], repeat(end))
+                self._write("".join(chain.from_iterable(parts)), len(enc) // 3, progress)
+            return
+        encode = terms.encode_id
+        lines: list[str] = []
+        for head, relation, tail in triples:
+            h, t = encode(head), encode(tail)
+            entities.add(h)
+            entities.add(t)
+            lines.append(f"{subject}{h}{to_relation}{encode(relation)}{to_object}{t}{end}")
+            if len(lines) >= CHUNK_LINES:
+                self._write("".join(lines), len(lines), progress)
+                lines = []
+        self._write("".join(lines), len(lines), progress)
+
+    def add_entities(self, labels: Iterable[tuple[str, str]], seed: int) -> None:
+        """Private ids of every entity met, and the first label of each that has one
+        (labels of entities not in the graph are skipped)."""
+        ordered = sorted(map(unquote, self._encoded_entities))
+        self._encoded_entities = set()
+        private_iri = f"> <{_VOCAB}privateId> "
+        end = self._entities_end
+        lines: list[str] = []
+        pairs = zip(iter_private_ids(ordered, seed), _entity_iris(ordered), strict=True)
+        for (_, private), iri in pairs:
+            lines.append(f"<{iri}{private_iri}{nt_literal(private)}{end}")
+            if len(lines) >= CHUNK_LINES:
+                self._write("".join(lines), len(lines))
+                lines = []
+        unlabelled = set(ordered)
+        del ordered
+        entity_iri, label_iri = terms.entity_iri, f"> <{terms.RDFS_LABEL}> "
+        for entity, text in as_mapping(labels):
+            if entity in unlabelled:
+                unlabelled.discard(entity)
+                lines.append(f"<{entity_iri(entity)}{label_iri}{nt_literal(text)}{end}")
+                if len(lines) >= CHUNK_LINES:
+                    self._write("".join(lines), len(lines))
+                    lines = []
+        self._write("".join(lines), len(lines))
+
+
+def check_input(triples: TripleSource, labels: Iterable[tuple[str, str]]) -> None:
+    """Read all of the input once, so that a malformed line fails before the store changes."""
+    for _ in triples.blocks() if isinstance(triples, BlockSource) else triples:
+        pass
+    for _ in as_mapping(labels):
+        pass
+
+
+def _pipes_work() -> bool:
+    return os.name == "posix" and Path("/dev/fd").is_dir()
+
+
+USE_PIPES = _pipes_work()
+_ABORT = b"\n!kgengine-abort\n"  # not N-Quads: makes the Rust parser stop with an error
+_F_SETPIPE_SZ = 1031  # Linux fcntl: a bigger pipe buffer means fewer switches between threads
 
 
 def _python_value(term: Any) -> Any:
@@ -190,6 +301,12 @@ class OxigraphStore:
         return info
 
     # ---- loading --------------------------------------------------------------------------
+    # A load reads (and so checks) all of its input first: a malformed line fails before the
+    # store changes. The input is then converted to N-Quads by a Python thread and streamed
+    # through a pipe into pyoxigraph's Rust bulk loader, which reads the pipe natively (no
+    # GIL), so conversion and loading run side by side. From the moment stored data changes
+    # until the load completes, the graph's status is 'loading': a load killed in between
+    # leaves that mark, and the next load of the graph discards the leftovers.
     def load(
         self,
         graph: str,
@@ -205,16 +322,13 @@ class OxigraphStore:
     ) -> GraphInfo:
         check_graph_name(graph)
         existing = self.graph_info(graph)
-        if existing is not None and existing.status == "complete":
-            if not replace:
-                raise GraphExistsError(
-                    f"graph {graph!r} already exists in {self.location} "
-                    f"({existing.triples:,} triples); use --replace to reload it"
-                )
-            # validate everything first: bad input must not cost the stored graph
-            for _ in triples:
-                pass
-        self._drop_data(graph)  # also discards what an interrupted load left behind
+        if existing is not None and existing.status == "complete" and not replace:
+            raise GraphExistsError(
+                f"graph {graph!r} already exists in {self.location} "
+                f"({existing.triples:,} triples); use --replace to reload it"
+            )
+        progress.update(description=f"{graph}: reading and checking the input")
+        check_input(triples, labels)
         meta: dict[str, str | int] = {
             "dataset": dataset,
             "status": "loading",
@@ -224,70 +338,98 @@ class OxigraphStore:
         }
         self._set_meta(graph, meta)
         try:
-            self._bulk_triples(graph, triples, progress)
+            if existing is not None:
+                progress.update(description=f"{graph}: discarding the stored graph ({existing.status})")
+                self._drop_data(graph)
+            progress.update(description=f"{graph}: bulk loading into the store")
+
+            def write(out: BinaryIO) -> None:
+                writer = _QuadWriter(out, graph)
+                writer.add_triples(triples, progress)
+                writer.add_entities(labels, seed)
+
+            self._bulk_stream(write, graph)
             count = self._count(graph)
-            self._bulk_entities(graph, labels, seed)
         except BaseException:
             self._drop_data(graph)
             self._remove_meta(graph)
             raise
         meta.update(status="complete", triples=count)
         self._set_meta(graph, meta)
+        progress.update(description=f"{graph}: {count:,} triples loaded")
         return self._info(graph, {k: str(v) for k, v in meta.items()})
 
-    def _bulk_triples(self, graph: str, triples: TripleSource, progress: Reporter) -> None:
-        def chunks() -> Iterator[bytes]:
-            lines: list[str] = []
-            for triple in triples:
-                lines.append(nt_line(triple))
-                if len(lines) >= CHUNK_LINES:
-                    yield "".join(lines).encode()
-                    progress.advance(len(lines))
-                    lines = []
-            if lines:
-                yield "".join(lines).encode()
-                progress.advance(len(lines))
+    def _bulk_stream(self, write: Callable[[BinaryIO], None], graph: str) -> None:
+        """Bulk load the N-Quads that ``write`` produces: through a pipe read natively by
+        the Rust loader while ``write`` runs in a thread; where there are no pipes to open
+        by path, through a spool file in the store directory."""
+        if not USE_PIPES:
+            self._bulk_spooled(write, graph)
+            return
+        read_fd, write_fd = os.pipe()
+        with contextlib.suppress(ImportError, OSError):
+            import fcntl  # POSIX only, like the pipes
 
-        self._bulk(chunks(), graph=terms.graph_iri(graph))
+            fcntl.fcntl(write_fd, _F_SETPIPE_SZ, 1 << 20)
+        failure: list[BaseException] = []
 
-    def _bulk(self, chunks: Iterator[bytes], graph: str) -> None:
-        stream = _ChunkStream(chunks)
+        def produce() -> None:
+            try:
+                with open(write_fd, "wb") as out:
+                    try:
+                        write(out)
+                    except BrokenPipeError:
+                        raise
+                    except BaseException as exc:  # re-raised in the calling thread
+                        failure.append(exc)
+                        out.write(_ABORT)
+            except BrokenPipeError:
+                pass  # the loader stopped reading: its own error is reported
+
+        producer = threading.Thread(target=produce, name=f"kgengine-load-{graph}", daemon=True)
+        producer.start()
+        error: BaseException | None = None
         try:
-            self._store.bulk_load(
-                stream, format=ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(graph), lenient=True
-            )
+            self._store.bulk_load(path=f"/dev/fd/{read_fd}", format=ox.RdfFormat.N_QUADS, lenient=True)
         except (OSError, SyntaxError) as exc:
-            if stream.error is not None:
-                raise stream.error from None
-            raise StoreError(f"bulk load into {graph} failed: {exc}") from exc
+            error = exc
+        finally:
+            os.close(read_fd)  # unblocks a producer still writing
+            producer.join()
+        if failure:
+            raise failure[0]
+        if error is not None:
+            raise StoreError(f"bulk load of graph {graph!r} failed: {error}") from error
 
-    def _bulk_entities(self, graph: str, labels: Iterable[tuple[str, str]], seed: int) -> None:
-        entities = [row["e"] for row in self._select("entities", graph, {})]
-        private = assign_private_ids(entities, seed)
-        label_iri, private_iri = terms.RDFS_LABEL, _VOCAB + "privateId"
-
-        def chunks() -> Iterator[bytes]:
-            lines = [
-                f"<{terms.entity_iri(e)}> <{private_iri}> {nt_literal(p)} .\n"
-                for e, p in private.items()
-            ]
-            lines.extend(
-                f"<{terms.entity_iri(e)}> <{label_iri}> {nt_literal(text)} .\n"
-                for e, text in as_mapping(labels)
-            )
-            for start in range(0, len(lines), CHUNK_LINES):
-                yield "".join(lines[start : start + CHUNK_LINES]).encode()
-
-        self._bulk(chunks(), graph=terms.entities_graph_iri(graph))
+    def _bulk_spooled(self, write: Callable[[BinaryIO], None], graph: str) -> None:
+        root = Path(self.location)
+        for stale in root.glob(SPOOL_PREFIX + "*"):  # left by a killed load
+            stale.unlink(missing_ok=True)
+        fd, name = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".nq", dir=root)
+        try:
+            with open(fd, "wb") as out:
+                write(out)
+            self._store.bulk_load(path=name, format=ox.RdfFormat.N_QUADS, lenient=True)
+        except (OSError, SyntaxError) as exc:
+            raise StoreError(f"bulk load of graph {graph!r} failed: {exc}") from exc
+        finally:
+            Path(name).unlink(missing_ok=True)
 
     def _count(self, graph: str) -> int:
         return int(self._select_one("count_triples", graph)["n"])
 
     def _drop_data(self, graph: str) -> None:
+        """Remove the graph's quads in batches: one transaction for a whole large graph
+        (``remove_graph``) takes memory in proportion to its size."""
         for iri in (terms.graph_iri(graph), terms.entities_graph_iri(graph)):
             node = ox.NamedNode(iri)
+            quads = self._store.quads_for_pattern(None, None, None, node)
+            while batch := list(islice(quads, DELETE_BATCH)):
+                for quad in batch:
+                    self._store.remove(quad)
             if self._store.contains_named_graph(node):
                 self._store.remove_graph(node)
+        self._store.flush()
 
     def _remove_meta(self, graph: str) -> None:
         subject = ox.NamedNode(terms.graph_iri(graph))

@@ -21,6 +21,17 @@ class TripleSource(Protocol):
 
 
 @runtime_checkable
+class BlockSource(Protocol):
+    """Optional fast path of a :class:`TripleSource`: the same triples as normalised TSV
+    blocks, i.e. whole lines ``head<TAB>relation<TAB>tail<LF>`` whose fields are non-empty
+    and hold no TAB or LF. A backend may convert a block at a time instead of a triple at a
+    time; the triples are the same either way. Like ``__iter__``, ``blocks()`` reads the
+    input anew and raises :class:`kgengine.errors.InputError` on a malformed line."""
+
+    def blocks(self) -> Iterator[str]: ...
+
+
+@runtime_checkable
 class KGStore(Protocol):
     backend: ClassVar[str]
     query_language: ClassVar[str]  # "sparql" or "cypher": which query files this backend runs
@@ -158,11 +169,17 @@ def breadth_first(
 
 def assign_private_ids(entities: Iterable[str], seed: int) -> dict[str, str]:
     """Seeded random private ids (``e`` + number), stable for a given entity set and seed."""
-    ordered = sorted(set(entities))
+    return dict(iter_private_ids(sorted(set(entities)), seed))
+
+
+def iter_private_ids(ordered: Sequence[str], seed: int) -> Iterator[tuple[str, str]]:
+    """:func:`assign_private_ids` as a stream, for entities already sorted and distinct
+    (millions of entities without building the mapping in memory); same ids."""
     numbers = list(range(len(ordered)))
     random.Random(seed).shuffle(numbers)
     width = max(len(str(len(ordered))), 1)
-    return {e: f"e{n:0{width}d}" for e, n in zip(ordered, numbers, strict=True)}
+    for entity, number in zip(ordered, numbers, strict=True):
+        yield entity, f"e{number:0{width}d}"
 
 
 def as_mapping(pairs: Iterable[tuple[str, str]] | Mapping[str, str]) -> Iterator[tuple[str, str]]:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from kgengine.loaders.base import Dataset, DelimitedTriples, split_files
+from kgengine.loaders.base import Dataset, DelimitedTriples, check_options, choose_splits, split_files
 
 SPLITS = ("facts", "train", "valid", "test")
 
@@ -16,9 +16,10 @@ def bundled_path() -> Path:
     return Path(str(resources.files("kgengine.data") / "family"))
 
 
-def read_family(path: Path | None, splits: Sequence[str] | None) -> Dataset:
+def read_family(path: Path | None, splits: Sequence[str] | None, **options: str) -> Dataset:
+    check_options("family", options, ())
     directory = path or bundled_path()
-    chosen = tuple(splits or SPLITS)
+    chosen = choose_splits(splits, SPLITS)
     return Dataset(
         name="family",
         triples=DelimitedTriples(split_files(directory, chosen)),

@@ -20,6 +20,13 @@ STAGES: list[tuple[str, list[str]]] = [
     ("a SPARQL query", ["query", "--store", str(STORE), "--graph", "family",
                         "SELECT ?r (COUNT(*) AS ?n) WHERE { ?h ?r ?t } "
                         "GROUP BY ?r ORDER BY DESC(?n) LIMIT 5"]),
+    # BRINK is built from facts.txt only, as the official release; the build prints its statistics
+    ("load Family facts.txt as BRINK's input", ["load", "family", "--store", str(STORE),
+                                                "--graph", "family-facts", "--splits", "facts"]),
+    ("build a Family BRINK set (template questions, AMIE 3 reference rules)",
+     ["brink", "build", "--store", str(STORE), "--graph", "family-facts",
+      "--rules", str(ROOT / "engine" / "brink" / "data" / "family_amie3_len3.tsv"),
+      "-o", str(OUT / "brink-family")]),
 ]
 
 

@@ -10,6 +10,7 @@ from kgengine.loaders import read_dataset
 from kgengine.oxigraph_store import OxigraphStore
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["neo4j_server"]  # a real Neo4j for tests marked neo4j (tests/neo4j_server.py)
 
 
 def _shared_dir() -> Path:

@@ -14,40 +14,69 @@ import pyoxigraph as ox
 from kgengine.cli_common import connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
 from kgengine.loaders import LOADERS, read_dataset
-from kgengine.progress import progress_bar
+from kgengine.progress import Reporter, progress_bar
 from rich.console import Console
 from rich.table import Table
+
+
+class _PhaseLog(Reporter):
+    """Without a terminal, one stderr line per load phase instead of a progress bar."""
+
+    def update(self, *, total: int | None = None, description: str | None = None) -> None:
+        if description:
+            click.echo(description, err=True)
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        options[key.strip()] = value.strip()
+    return options
 
 
 @click.command()
 @click.argument("dataset", type=click.Choice(sorted(LOADERS), case_sensitive=False))
 @click.option("--path", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Dataset directory or file [default: the bundled copy, Family only].")
+              help="Dataset directory or file [default: the bundled copy for family, "
+                   "else $KGENGINE_DATA/DATASET].")
 @store_option
 @graph_option()
 @click.option("--splits", default=None,
               help="Comma-separated splits to put in the KG [default: all splits].")
 @click.option("--replace", is_flag=True, help="Replace an existing graph of that name.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the private-id mapping.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="Reader option, e.g. labels=false (fb15k-237, wikidata5m), strip_of=false "
+                   "(brink), literals=entities (rdf), separator=pipe (tsv). Repeatable.")
 def load(dataset: str, path: Path | None, store_location: str | None, graph: str | None,
-         splits: str | None, replace: bool, seed: int) -> None:
-    """Load DATASET into the store as a named graph (default name: the dataset's)."""
+         splits: str | None, replace: bool, seed: int, options: tuple[str, ...]) -> None:
+    """Load DATASET into the store as a named graph (default name: the dataset's).
+
+    A malformed line stops the load with its file, line number and text, and the store
+    keeps what it had (no half-loaded graph)."""
     split_list = [s.strip() for s in splits.split(",") if s.strip()] if splits else None
-    data = read_dataset(dataset.lower(), path, split_list)
-    name = graph or data.name
+    data = read_dataset(dataset.lower(), path, split_list, **_parse_options(options))
+    name = graph or str(data.extra.get("graph") or data.name)
     started = time.perf_counter()
     store = connect(store_location)
     try:
-        with progress_bar(f"loading {name}", enabled=show_progress()) as progress:
+        interactive = show_progress()
+        with progress_bar(f"loading {name}", enabled=interactive) as bar:
             info = store.load(
                 name, data.triples, dataset=data.name, labels=data.labels, source=data.source,
-                splits=data.splits, replace=replace, seed=seed, progress=progress,
+                splits=data.splits, replace=replace, seed=seed,
+                progress=bar if interactive else _PhaseLog(),
             )
     finally:
         store.close()
     seconds = time.perf_counter() - started
     click.echo(f"loaded graph {info.name!r}: {info.triples:,} triples "
                f"from {data.source or dataset} in {seconds:.1f} s")
+    for warning in getattr(data.triples, "warnings", list)():
+        click.echo(f"warning: {warning}", err=True)
 
 
 @click.command()
@@ -119,23 +148,38 @@ def _cell(term: Any) -> str:
         return ""
     if isinstance(term, ox.NamedNode | ox.Literal | ox.BlankNode):
         return term.value
+    if isinstance(term, list | dict):  # Cypher lists, maps and nodes (as property maps)
+        return json.dumps(term, ensure_ascii=False, default=str)
     return str(term)
 
 
 @click.command()
-@click.argument("sparql")
+@click.argument("text", metavar="QUERY")
 @store_option
 @graph_option()
+@click.option("--cypher", "cypher", is_flag=True,
+              help="QUERY is Cypher (Neo4j stores; $graph is the --graph name) instead of SPARQL.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True)
-def query(sparql: str, store_location: str | None, graph: str | None, fmt: str) -> None:
-    """Run a SPARQL query (Oxigraph stores) on GRAPH or on the union of all graphs."""
+def query(text: str, store_location: str | None, graph: str | None, cypher: bool, fmt: str) -> None:
+    """Run a SPARQL query (Oxigraph) or, with --cypher, a read-only Cypher query (Neo4j) on
+    GRAPH or on every graph."""
     store = connect(store_location)
     try:
+        if cypher:
+            if not hasattr(store, "cypher"):
+                raise KGEngineError(f"--cypher needs a Neo4j store; the {store.backend} backend runs SPARQL")
+            rows = store.cypher(text, graph)
+            columns = list(rows[0]) if rows else []
+            _print_rows(columns, [[_cell(row[c]) for c in columns] for row in rows], fmt)
+            return
         if not hasattr(store, "sparql"):
-            raise KGEngineError(f"`kgengine query` runs SPARQL; the {store.backend} backend has none")
+            raise KGEngineError(
+                f"`kgengine query` runs SPARQL on Oxigraph stores; for the {store.backend} store "
+                f"{store.location} pass a Cypher query with --cypher"
+            )
         try:
-            result = store.sparql(sparql, graph)
+            result = store.sparql(text, graph)
         except SyntaxError as exc:
             raise KGEngineError(f"invalid SPARQL: {exc}") from exc
         _print_result(result, fmt)
@@ -154,6 +198,10 @@ def _print_result(result: Any, fmt: str) -> None:
     else:
         columns = [v.value for v in result.variables]
         rows = [[_cell(solution[c]) for c in columns] for solution in result]
+    _print_rows(columns, rows, fmt)
+
+
+def _print_rows(columns: list[str], rows: list[list[str]], fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2,
                               ensure_ascii=False))

@@ -71,3 +71,26 @@ def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[
     for atom in atoms:
         clauses.append(f"MATCH {node(atom.subject)}-[:{cypher_type(atom.relation)}]->{node(atom.object)}")
     return "\n".join(clauses), params
+
+
+# ---- rule-mining count queries -------------------------------------------------------------
+# The candidate atom of a count query has a *variable* relation: SPARQL binds ?cand_rel to the
+# predicate IRI, Cypher binds the relationship and returns type(cand_rel). Neither name can be
+# a rule variable (those are ?a, ?b, ?e, ... as AMIE names them; no underscore).
+CANDIDATE_RELATION = "cand_rel"
+
+
+def sparql_candidate(subject: str, obj: str) -> str:
+    return f"{sparql_term(subject)} ?{CANDIDATE_RELATION} {sparql_term(obj)} ."
+
+
+def cypher_candidate(atoms: Sequence[Atom], subject: str, obj: str, graph_param: str = "graph") -> str:
+    """``MATCH`` of the candidate atom after ``cypher_patterns(atoms)``: variables already in
+    ``atoms`` are referenced, a new one is declared on the graph's entities."""
+    declared = {variable_name(v) for atom in atoms for v in atom.variables}
+
+    def node(term: str) -> str:
+        name = variable_name(term)
+        return f"({name})" if name in declared else f"({name}:Entity {{{graph_param}: ${graph_param}}})"
+
+    return f"MATCH {node(subject)}-[{CANDIDATE_RELATION}]->{node(obj)}"

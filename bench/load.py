@@ -1,0 +1,234 @@
+"""Load benchmark (not a test): ``kgengine load`` against pyoxigraph's raw ``bulk_load``.
+
+For FB15k-237 and MetaQA it times the real ``kgengine load`` code path (the CLI, run
+in-process) and, on the same triples pre-converted to an N-Triples file with the same IRIs
+(conversion not timed), ``pyoxigraph.Store.bulk_load``. It then generates a synthetic
+Wikidata5m (21M triples by default, power-law degrees, 822 relations, with alias files)
+and streams it through the ``wikidata5m`` loader. Every measured job runs in its own
+subprocess, so that its peak RSS is its own.
+
+    .venv/bin/python bench/load.py                       # full run (several minutes)
+    .venv/bin/python bench/load.py --synthetic-triples 2000000 --repeats 1
+
+Prints a table and writes ``bench/results/load.json``. Data come from
+``$KGENGINE_SHARED/datasets`` (default ``../shared/datasets``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets"
+REAL = {"fb15k-237": DATASETS / "fb15k-237", "metaqa": DATASETS / "metaqa"}
+WIKIDATA5M = {"entities": 4_594_485, "relations": 822, "valid": 5_163, "test": 5_133}
+
+
+def _peak_rss_mib() -> float:
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+# ---- jobs (each runs in a fresh subprocess: `load.py --job ...`) ------------------------------
+def job_kgengine(dataset: str, path: str, store: str) -> dict[str, Any]:
+    import kgengine.commands.kg  # noqa: F401  (import time is not load time)
+    from kgengine.cli import main
+    from kgengine.oxigraph_store import OxigraphStore
+
+    started = time.perf_counter()
+    main(["load", dataset, "--path", path, "--store", store], standalone_mode=False)
+    seconds = time.perf_counter() - started
+    with OxigraphStore(store) as opened:
+        info = opened.graph_info(dataset)
+    assert info is not None and info.status == "complete"
+    return {"seconds": seconds, "triples": info.triples, "peak_rss_mib": _peak_rss_mib()}
+
+
+def job_raw(nt_file: str, store: str) -> dict[str, Any]:
+    import pyoxigraph as ox
+    from kgengine import terms
+
+    db = ox.Store(store)
+    started = time.perf_counter()
+    db.bulk_load(path=nt_file, format=ox.RdfFormat.N_TRIPLES, lenient=True,
+                 to_graph=ox.NamedNode(terms.graph_iri("raw")))
+    db.flush()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "triples": len(db), "peak_rss_mib": _peak_rss_mib()}
+
+
+def run_job(args: list[str], workdir: Path) -> dict[str, Any]:
+    store = Path(tempfile.mkdtemp(prefix="store-", dir=workdir))
+    shutil.rmtree(store)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--job", *args, str(store)],
+                              capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"job {args} failed:\n{done.stdout}\n{done.stderr}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+def to_ntriples(dataset: str, path: Path, out: Path) -> int:
+    """The dataset's triples as N-Triples with the IRIs kgengine gives them (not timed)."""
+    from kgengine import terms
+    from kgengine.loaders import read_dataset
+
+    count = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for h, r, t in read_dataset(dataset, path).triples:
+            fh.write(f"<{terms.entity_iri(h)}> <{terms.relation_iri(r)}> <{terms.entity_iri(t)}> .\n")
+            count += 1
+    return count
+
+
+def _power_law_cdf(n: int, exponent: float) -> np.ndarray:
+    """CDF over ranks 0..n-1 with P(rank k) proportional to (k+1)^-exponent."""
+    cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** -exponent)
+    return cdf / cdf[-1]
+
+
+def _draw(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
+    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), len(cdf) - 1)
+
+
+def synthetic_wikidata5m(directory: Path, triples: int, seed: int = 0) -> dict[str, int]:
+    """Files in the Wikidata5m transductive + alias format: heads and relations drawn from
+    power laws; every entity is the tail of at least one triple (as in the real KG, where
+    all 4.6M entities occur), the other tails from a power law too."""
+    rng = np.random.default_rng(seed)
+    scale = triples / 20_624_575  # the real train + valid + test size
+    n_entities = max(10, int(WIKIDATA5M["entities"] * scale))
+    n_relations = WIKIDATA5M["relations"]
+    # Q-ids scattered over a wide range like the real ones, in random order of degree
+    qids = np.unique(rng.integers(1, 80_000_000, int(n_entities * 1.1)))
+    qids = rng.permutation(qids)[:n_entities]
+    n_entities = len(qids)
+    pids = rng.permutation(np.arange(1, 3_000))[:n_relations]
+    directory.mkdir(parents=True, exist_ok=True)
+    sizes = {"valid": int(WIKIDATA5M["valid"] * scale), "test": int(WIKIDATA5M["test"] * scale)}
+    sizes["train"] = triples - sizes["valid"] - sizes["test"]
+    covered = rng.permutation(n_entities)  # tails that make every entity occur
+    entity_cdf, relation_cdf = _power_law_cdf(n_entities, 0.9), _power_law_cdf(n_relations, 1.2)
+    offset = 0
+    for split in ("train", "valid", "test"):
+        with (directory / f"wikidata5m_transductive_{split}.txt").open("w") as fh:
+            for start in range(0, sizes[split], 1_000_000):
+                size = min(1_000_000, sizes[split] - start)
+                heads = qids[_draw(rng, entity_cdf, size)]
+                relations = pids[_draw(rng, relation_cdf, size)]
+                tail_idx = _draw(rng, entity_cdf, size)
+                take = max(0, min(size, n_entities - offset))
+                tail_idx[:take] = covered[offset:offset + take]
+                offset += take
+                tails = qids[tail_idx]
+                fh.write("".join(map("Q{}\tP{}\tQ{}\n".format,
+                                     heads.tolist(), relations.tolist(), tails.tolist())))
+    with (directory / "wikidata5m_entity.txt").open("w") as fh:
+        for start in range(0, n_entities, 1_000_000):
+            chunk = qids[start:start + 1_000_000].tolist()
+            fh.write("".join(f"Q{q}\tentity {q}\tQ{q} alias\n" for q in chunk))
+    with (directory / "wikidata5m_relation.txt").open("w") as fh:
+        fh.write("".join(f"P{p}\trelation {p}\tP{p} alias\n" for p in pids.tolist()))
+    return {"triples": triples, "entities": n_entities, "relations": n_relations}
+
+
+# ---- report -------------------------------------------------------------------------------------
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = [r["seconds"] for r in runs]
+    best = min(seconds)
+    return {
+        "triples": runs[0]["triples"],
+        "seconds_median": statistics.median(seconds),
+        "seconds_best": best,
+        "triples_per_s": runs[0]["triples"] / statistics.median(seconds),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
+        "runs": runs,
+    }
+
+
+def print_table(results: dict[str, Any]) -> None:
+    header = f"{'job':<34}{'triples':>12}{'seconds':>10}{'triples/s':>12}{'peak RSS MiB':>14}"
+    print(header)
+    print("-" * len(header))
+    for name, r in results["jobs"].items():
+        print(f"{name:<34}{r['triples']:>12,}{r['seconds_median']:>10.2f}"
+              f"{r['triples_per_s']:>12,.0f}{r['peak_rss_mib']:>14,.0f}")
+    for dataset, ratio in results["ratios"].items():
+        print(f"ratio kgengine load / raw bulk_load ({dataset}): {ratio:.2f}  (target >= 0.7)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--synthetic-triples", type=int, default=21_000_000)
+    parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per real-data job (median)")
+    parser.add_argument("--workdir", type=Path, default=None, help="temp space [default: system temp]")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "load.json")
+    parser.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.job:
+        kind, *rest = args.job
+        result = job_kgengine(*rest) if kind == "kgengine" else job_raw(*rest)
+        print(json.dumps(result))
+        return 0
+
+    workdir = Path(tempfile.mkdtemp(prefix="kgengine-bench-", dir=args.workdir))
+    results: dict[str, Any] = {"jobs": {}, "ratios": {}}
+    try:
+        for dataset, path in REAL.items():
+            nt_file = workdir / f"{dataset}.nt"
+            to_ntriples(dataset, path, nt_file)
+            ours = [run_job(["kgengine", dataset, str(path)], workdir) for _ in range(args.repeats)]
+            raw = [run_job(["raw", str(nt_file)], workdir) for _ in range(args.repeats)]
+            results["jobs"][f"kgengine load {dataset}"] = summarise(ours)
+            results["jobs"][f"raw bulk_load {dataset}"] = summarise(raw)
+            ratio = (results["jobs"][f"raw bulk_load {dataset}"]["seconds_median"]
+                     / results["jobs"][f"kgengine load {dataset}"]["seconds_median"])
+            results["ratios"][dataset] = ratio
+            nt_file.unlink()
+        if not args.skip_synthetic:
+            synthetic = workdir / "wikidata5m"
+            started = time.perf_counter()
+            shape = synthetic_wikidata5m(synthetic, args.synthetic_triples)
+            results["synthetic"] = {**shape, "generate_seconds": time.perf_counter() - started}
+            run = run_job(["kgengine", "wikidata5m", str(synthetic)], workdir)
+            results["jobs"][f"kgengine load wikidata5m-synthetic {args.synthetic_triples:,}"] = {
+                **summarise([run]), "input_lines": args.synthetic_triples,
+                "lines_per_s": args.synthetic_triples / run["seconds"],
+            }
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    results["machine"] = {
+        "python": platform.python_version(), "platform": platform.platform(),
+        "cpus": os.cpu_count(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "pyoxigraph": __import__("pyoxigraph").__version__,
+    }
+    print_table(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+// Number of triples (KG facts) in the graph.
+MATCH (:Entity {graph: $graph})-[x]->()
+RETURN count(x) AS n

@@ -1,0 +1,390 @@
+"""``kgengine brink build``: from a graph in the store and a rule list to a BRINK dataset
+directory. The store is reached only through the store protocol and
+:func:`kgengine.mining.groundings.groundings`, so either backend works; the decisions are in
+the pure modules (removal, questions, templates, report)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgengine.brink.answerability import Answerability, check_answerability, surface_triple
+from kgengine.brink.llm import LLMQuestionWriter
+from kgengine.brink.questions import (
+    SPLITS,
+    AnswerIndex,
+    LabelMode,
+    QuestionItem,
+    QuestionUnit,
+    balance,
+    make_items,
+    mentions,
+    split,
+    surface_forms,
+)
+from kgengine.brink.removal import (
+    Grounding,
+    Removal,
+    Selection,
+    ground,
+    removal_violations,
+    remove,
+    rule_rng,
+    select,
+)
+from kgengine.brink.report import markdown, question_counts, rule_type_counts
+from kgengine.brink.templates import template_question
+from kgengine.errors import GraphNotFoundError, KGEngineError
+from kgengine.mining.groundings import HeadFilter, groundings
+from kgengine.mining.io import MinedRule
+from kgengine.mining.rules import Rule
+from kgengine.model import Triple
+from kgengine.progress import progress_bar
+from kgengine.store import KGStore
+
+OUTPUT_FILES = ("kg_complete.tsv", "kg_incomplete.tsv", *(f"questions_{s}.jsonl" for s in SPLITS),
+                "rules.tsv", "stats.json", "stats.md")
+
+
+class AnswerabilityError(KGEngineError):
+    """Some removed triple is not re-derivable from the incomplete KG (files are written)."""
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    groundings_per_rule: int = 30
+    selection: Selection = Selection.SAMPLE
+    unit: QuestionUnit = QuestionUnit.TRIPLE
+    tau: float = 0.01
+    seed: int = 0
+    labels: LabelMode = LabelMode.PRIVATE
+    relation_labels: Mapping[str, str] = field(default_factory=dict)
+    workers: int = 1  # concurrent grounding queries
+    load_as: str | None = None  # load <name>-complete / <name>-incomplete into the store
+    replace: bool = False  # replace those graphs if they exist
+
+    def settings(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["relation_labels"] = len(self.relation_labels)
+        return {k: (v.value if hasattr(v, "value") else v) for k, v in out.items()}
+
+
+@dataclass
+class BuildResult:
+    out_dir: Path
+    stats: dict[str, Any]
+    answerability: Answerability
+    removal: Removal
+    splits: dict[str, list[QuestionItem]]
+    surface: dict[str, str]
+
+
+Log = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+# ---- groundings ---------------------------------------------------------------------------
+def rule_groundings(store: KGStore, graph: str, index: int, rule: Rule, options: BuildOptions
+                    ) -> tuple[list[Grounding], int | None]:
+    """The selected groundings of one rule and how many candidates there were (None when
+    ``first`` selection stopped early and never counted them all)."""
+    n = options.groundings_per_rule
+    rng = rule_rng(options.seed, rule)
+    if options.selection == Selection.SAMPLE:
+        rows = groundings(store, graph, rule, head=HeadFilter.WITH)
+        candidates = [ground(index, rule, row) for row in rows]
+        return select(candidates, n, options.selection, rng), len(candidates)
+    # first N in query order: fetch a little more than N, more again if self-body
+    # groundings (skipped) leave fewer than N eligible
+    limit = n * 2
+    while True:
+        rows = groundings(store, graph, rule, head=HeadFilter.WITH, limit=limit)
+        candidates = [ground(index, rule, row) for row in rows]
+        chosen = select(candidates, n, options.selection, rng)
+        if len(chosen) >= n or len(rows) < limit:
+            return chosen, (len(rows) if len(rows) < limit else None)
+        limit *= 4
+
+
+def all_groundings(store: KGStore, graph: str, rules: Sequence[Rule], options: BuildOptions,
+                   progress: bool) -> tuple[list[list[Grounding]], list[int | None]]:
+    with progress_bar("grounding rules", total=len(rules), enabled=progress) as bar:
+        def one(item: tuple[int, Rule]) -> tuple[list[Grounding], int | None]:
+            result = rule_groundings(store, graph, item[0], item[1], options)
+            bar.advance()
+            return result
+
+        with ThreadPoolExecutor(max(1, options.workers)) as pool:
+            results = list(pool.map(one, enumerate(rules)))
+    return [r[0] for r in results], [r[1] for r in results]
+
+
+# ---- questions ----------------------------------------------------------------------------
+def template_for(item: QuestionItem, surface: Mapping[str, str], relation_labels: Mapping[str, str]) -> str:
+    return template_question(item.triple.relation, item.direction, surface[item.topic],
+                             relation_labels.get(item.triple.relation))
+
+
+def llm_questions(
+    items: Sequence[QuestionItem],
+    templates: Sequence[str],
+    answers: Mapping[QuestionItem, Sequence[str]],
+    surface: Mapping[str, str],
+    writer: LLMQuestionWriter,
+    llm_workers: int,
+    progress: bool,
+) -> list[tuple[str, str]]:
+    """(question, source) per item: the LLM's checked question, or the item's template when
+    every attempt was rejected."""
+    with progress_bar("LLM questions", total=len(items), enabled=progress) as bar:
+        def one(pair: tuple[QuestionItem, str]) -> tuple[str, str]:
+            item, template = pair
+            h, r, t = surface_triple(item.triple, surface)
+            text = writer.question(h, r, t, surface[item.topic], surface[item.answer],
+                                   [surface[a] for a in answers[item]])
+            bar.advance()
+            return (text, "llm") if text is not None else (template, "template-fallback")
+
+        with ThreadPoolExecutor(max(1, llm_workers)) as pool:
+            return list(pool.map(one, zip(items, templates, strict=True)))
+
+
+def question_record(
+    qid: str, item: QuestionItem, text: str, source: str, answers: Iterable[str],
+    rules: Sequence[Rule], surface: Mapping[str, str],
+) -> dict[str, Any]:
+    def path(g: Grounding) -> list[list[str]]:
+        return [list(surface_triple(t, surface)) for t in g.body]
+
+    primary = item.paths[0]
+    return {
+        "id": qid,
+        "question": text,
+        "topic_entity": surface[item.topic],
+        "answers": sorted(surface[a] for a in answers),
+        "hard_answer": surface[item.answer],
+        "relation": item.triple.relation,
+        "direction": item.direction.value,
+        "removed_triple": list(surface_triple(item.triple, surface)),
+        "rule": str(rules[primary.rule]),
+        "rule_type": rules[primary.rule].rule_type.value,
+        "alternative_path": path(primary),
+        "paths": [{"rule": str(rules[g.rule]), "rule_type": rules[g.rule].rule_type.value,
+                   "path": path(g)} for g in item.paths],
+        "question_source": source,
+    }
+
+
+# ---- files --------------------------------------------------------------------------------
+def write_kg(path: Path, triples: Iterable[Triple], surface: Mapping[str, str]) -> None:
+    lines = sorted("\t".join(surface_triple(t, surface)) for t in triples)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+MEASURES = ("support", "head_coverage", "std_confidence", "pca_confidence", "body_size",
+            "pca_body_size", "functional_variable")
+
+
+def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selected: Sequence[Sequence[Grounding]],
+                candidates: Sequence[int | None], kept: Sequence[Grounding],
+                questions: Counter[int]) -> None:
+    """rules.tsv: the reference's body/head columns (so ``kgengine.mining.io.read_rules``
+    reads it back), the AMIE measures when the rules came with them, and what each rule
+    contributed: candidate groundings, selected, kept, distinct removed triples, questions."""
+    kept_by_rule = Counter(g.rule for g in kept)
+    removed_by_rule = Counter(rule for rule, _ in {(g.rule, g.head) for g in kept})
+    header = ["rule_index", "body", "head", "rule_type", *MEASURES, "groundings", "selected",
+              "kept", "removed", "questions"]
+    lines = ["\t".join(header)]
+    for i, item in enumerate(inputs):
+        rule = item.rule if isinstance(item, MinedRule) else item
+        measures = [str(getattr(item, k)) if isinstance(item, MinedRule) else "" for k in MEASURES]
+        lines.append("\t".join([
+            str(i), " & ".join(str(a) for a in rule.body), str(rule.head), rule.rule_type.value,
+            *measures, "" if candidates[i] is None else str(candidates[i]), str(len(selected[i])),
+            str(kept_by_rule[i]), str(removed_by_rule[i]), str(questions[i]),
+        ]))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+# ---- the build ----------------------------------------------------------------------------
+def build_brink(
+    store: KGStore,
+    graph: str,
+    inputs: Sequence[Rule | MinedRule],
+    out_dir: Path,
+    options: BuildOptions = BuildOptions(),
+    writer: LLMQuestionWriter | None = None,
+    llm_workers: int = 4,
+    progress: bool = False,
+    log: Log = _noop,
+) -> BuildResult:
+    """Build the dataset into ``out_dir``; raises :class:`AnswerabilityError` (after writing
+    every file, so the failures can be inspected) when the App. H check is below 100%."""
+    started = time.perf_counter()
+    info = store.graph_info(graph)
+    if info is None:
+        raise GraphNotFoundError(f"no graph {graph!r} in {store.location}")
+    if options.groundings_per_rule < 1:
+        raise ValueError("--groundings-per-rule must be at least 1")
+    rules = [r.rule if isinstance(r, MinedRule) else r for r in inputs]
+    complete = set(store.triples(graph))
+    log(f"{graph}: {len(complete):,} triples, {len(rules):,} rules")
+
+    selected, candidates = all_groundings(store, graph, rules, options, progress)
+    removal = remove(g for per_rule in selected for g in per_rule)
+    incomplete = complete - set(removal.removed)
+    problems = removal_violations(complete, incomplete, removal)
+    if problems:  # a bug, never bad input: say what broke
+        raise KGEngineError("removal broke BRINK's constraints: " + "; ".join(problems[:5]))
+    log(f"removed {len(removal.removed):,} triples ({len(removal.kept):,} groundings kept, "
+        f"{len(removal.conflicts):,} dropped as conflicts)")
+
+    entities = {e for t in complete for e in (t.head, t.tail)}
+    surface = surface_forms(
+        entities, options.labels,
+        private_ids=store.private_ids(graph) if options.labels == LabelMode.PRIVATE else None,
+        labels=store.labels(graph) if options.labels == LabelMode.TEXT else None,
+    )
+
+    items = make_items(removal.kept, options.unit, options.seed)
+    # a question must name its topic and not its answer. The template does, unless the
+    # answer's name is inside the topic's or the relation's words (text labels: "USA" in
+    # "USA Today"; a self-loop): such an item cannot be asked safely and goes before
+    # balancing, so τ·|Q| counts only real questions. The template is also the LLM's fallback.
+    index = AnswerIndex(complete)
+    answers = {item: index.answers(item) for item in items}
+    template = {item: template_for(item, surface, options.relation_labels) for item in items}
+    askable = [i for i in items if not any(mentions(template[i], surface[a]) for a in answers[i])]
+    balanced = balance(askable, options.tau, options.seed)
+    splits = split(balanced, options.seed)
+    qid = {item: f"q{n:05d}" for n, item in enumerate(balanced)}  # stable, split-blind ids
+
+    ordered = [item for name in SPLITS for item in splits[name]]
+    if writer is None:
+        texts = [(template[item], "template") for item in ordered]
+    else:
+        texts = llm_questions(ordered, [template[i] for i in ordered], answers, surface, writer,
+                              llm_workers, progress)
+    question_records = [
+        question_record(qid[item], item, text, source, answers[item], rules, surface)
+        for item, (text, source) in zip(ordered, texts, strict=True)
+    ]
+    leaking = [r["id"] for r in question_records if not mentions(r["question"], r["topic_entity"])
+               or any(mentions(r["question"], a) for a in r["answers"])]
+    if leaking:  # templates cannot do this and LLM output is checked: a bug
+        raise KGEngineError(f"questions name their answer or miss their topic: {leaking[:5]}")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_kg(out_dir / "kg_complete.tsv", complete, surface)
+    write_kg(out_dir / "kg_incomplete.tsv", incomplete, surface)
+    position = 0
+    for name in SPLITS:
+        count = len(splits[name])
+        write_jsonl(out_dir / f"questions_{name}.jsonl", question_records[position:position + count])
+        position += count
+    primary_rule = Counter(item.paths[0].rule for item in ordered)
+    write_rules(out_dir / "rules.tsv", inputs, selected, candidates, removal.kept, primary_rule)
+
+    answerability = _answerability(store, graph, info.dataset, rules, removal, complete, incomplete,
+                                   surface, options, out_dir, progress, log)
+
+    answer_counts = [len(r["answers"]) for r in question_records]
+    stats: dict[str, Any] = {
+        "graph": graph,
+        "dataset": info.dataset,
+        "backend": store.backend,
+        "settings": options.settings() | {"questions": "llm" if writer else "template"},
+        "rules": {
+            "by_type": rule_type_counts(rules),
+            "with_groundings": sum(1 for s in selected if s),
+            "contributing_questions": len(primary_rule),
+        },
+        "groundings": {
+            "candidates": None if None in candidates else sum(c or 0 for c in candidates),
+            "selected": len(removal.selected),
+            "conflicts": len(removal.conflicts),
+            "kept": len(removal.kept),
+        },
+        "triples": {"complete": len(complete), "incomplete": len(incomplete),
+                    "removed": len(removal.removed)},
+        "questions": {
+            **question_counts(splits, rules),
+            "items": len(items),
+            "unaskable": len(items) - len(askable),
+            "balanced_away": len(askable) - len(balanced),
+            "answers_mean": sum(answer_counts) / len(answer_counts) if answer_counts else 0.0,
+            "multi_answer": sum(1 for n in answer_counts if n > 1),
+            "by_source": dict(Counter(source for _, source in texts)),
+        },
+        "answerability": answerability.as_dict(),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    if writer is not None:
+        stats["llm"] = writer.stats.as_dict()
+    (out_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "stats.md").write_text(markdown(stats), encoding="utf-8")
+    if answerability.fraction < 1.0:
+        first = answerability.failures[0]
+        raise AnswerabilityError(
+            f"answerability check failed: only {answerability.rederived:,} of "
+            f"{answerability.checked:,} kept groundings ({answerability.fraction:.2%}) have their "
+            f"removed triple re-derived from the incomplete KG by their rule; e.g. {tuple(first[0])} "
+            f"is not derived by {first[1]} (details in {out_dir / 'stats.json'})"
+        )
+    return BuildResult(out_dir, stats, answerability, removal, splits, surface)
+
+
+def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rule], removal: Removal,
+                   complete: set[Triple], incomplete: set[Triple], surface: Mapping[str, str],
+                   options: BuildOptions, out_dir: Path, progress: bool, log: Log) -> Answerability:
+    """Load the published KGs into the store (``--load``) and check there, or check in a
+    throwaway embedded Oxigraph store holding the incomplete KG."""
+
+    def published(triples: set[Triple]) -> list[Triple]:
+        return sorted(surface_triple(t, surface) for t in triples)
+
+    def run(check_store: KGStore, check_graph: str) -> Answerability:
+        queries = len({(g.rule, g.head.head) for g in removal.kept})
+        with progress_bar("answerability", total=queries, enabled=progress) as bar:
+            result = check_answerability(check_store, check_graph, rules, removal.kept, surface,
+                                         options.workers, bar.advance)
+        log(f"answerability: {result.rederived:,}/{result.checked:,} re-derived ({result.fraction:.1%})")
+        return result
+
+    if options.load_as:
+        names = {}
+        for variant, triples in (("complete", complete), ("incomplete", incomplete)):
+            name = f"{options.load_as}-{variant}"
+            store.load(name, published(triples), dataset=f"brink-{dataset}", source=str(out_dir),
+                       replace=options.replace, seed=options.seed)
+            names[variant] = name
+            log(f"loaded graph {name!r} ({len(triples):,} triples)")
+        return run(store, names["incomplete"])
+
+    from kgengine.oxigraph_store import OxigraphStore  # the checker's scratch store only
+
+    scratch = Path(tempfile.mkdtemp(prefix="kgengine-brink-check-"))
+    try:
+        with OxigraphStore(str(scratch)) as check_store:
+            check_store.load("incomplete", published(incomplete), dataset="brink")
+            return run(check_store, "incomplete")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,488 @@
+"""Neo4j backend: a Neo4j server (single instance, cluster or Aura) over Bolt, through the
+official ``neo4j`` driver.
+
+Data model (see ``cypher/__init__.py`` for the query conventions): ``(:Entity {graph, id,
+private_id, label})`` nodes, unique on (graph, id); one relationship type per relation, the
+type being the relation name itself (backtick-escaped in query text, so any name Neo4j
+accepts round-trips through ``type(x)``); every graph variant kept apart in one database by
+the ``graph`` property (Community has a single user database); load metadata in
+``(:Graph {name, dataset, status, triples, source, splits, loaded_at})``.
+
+Connection: the URI of ``--store`` (``neo4j://``, ``bolt://``, ``neo4j+s://`` ...) plus
+user / password / database from ``NEO4J_USER`` / ``NEO4J_PASSWORD`` / ``NEO4J_DATABASE`` or
+the ``[neo4j]`` table of the config file (:mod:`kgengine.config`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import neo4j
+from kgengine.config import config_path, setting
+from kgengine.errors import GraphExistsError, GraphNotFoundError, KGEngineError, StoreError
+from kgengine.model import Direction, Entity, GraphInfo, GraphStats, Relation, Triple, check_graph_name
+from kgengine.progress import NO_PROGRESS, Reporter
+from kgengine.queries import query_text
+from kgengine.store import TripleSource, as_mapping, breadth_first, iter_private_ids
+from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
+
+# Rows per UNWIND batch (one transaction each). Measured on FB15k-237 train (272,115
+# triples, bench/neo4j.py --batch-sizes, embedded Neo4j 5.26.31 on 2 cores): 1k: 9.9k
+# triples/s, 5k: 11.9k/s, 10k: 12.4k/s, 20k: 12.3k/s. Past 5k the gain is small while
+# transaction memory grows with the batch, so 10k it is.
+BATCH_SIZE = 10_000
+# Rows buffered across all relations before every buffer is flushed, so that a KG with
+# hundreds of relations (Wikidata5m: 822) keeps bounded memory while reading.
+MAX_BUFFERED = 20 * BATCH_SIZE
+DELETE_BATCH = 20_000  # relationships / nodes deleted per inner transaction
+DEFAULT_CONNECTION_TIMEOUT = 10.0  # seconds to open a connection (TCP + Bolt handshake)
+DEFAULT_RETRY_TIME = 15.0  # seconds a managed transaction retries transient failures
+
+_PLACEHOLDER = re.compile(r"\{\{(?:rel:(\w+)|(\w+))\}\}")
+_LIST_TYPES = (list, tuple, set, frozenset)
+
+
+def relationship_type(relation: str) -> str:
+    """The relation as a Cypher relationship type: backtick-quoted, backticks doubled.
+
+    Neo4j accepts any token name except an empty one or one with a NUL character (checked
+    on 5.26: spaces, quotes, ``})-[``, newlines, 70,000 characters all round-trip)."""
+    if not isinstance(relation, str) or not relation:
+        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j needs a non-empty name")
+    if "\x00" in relation:
+        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j refuses NUL characters")
+    return "`" + relation.replace("`", "``") + "`"
+
+
+def _parameter(value: Any) -> Any:
+    """A Cypher parameter value: Entity / Relation as plain str, collections as lists."""
+    if isinstance(value, str):
+        return str(value)  # str() of a str subclass is an exact str
+    if isinstance(value, _LIST_TYPES):
+        return [_parameter(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    raise TypeError(f"unsupported query parameter value {value!r}")
+
+
+def _relation_types(name: str, value: Any) -> str:
+    if isinstance(value, Relation):
+        return relationship_type(value)
+    if isinstance(value, _LIST_TYPES) and value and all(isinstance(v, Relation) for v in value):
+        return "|".join(relationship_type(v) for v in value)
+    raise TypeError(
+        f"{{{{rel:{name}}}}} needs a Relation or a non-empty list of Relations, got {value!r}"
+    )
+
+
+def strip_comments(text: str) -> str:
+    """The query without its whole-line ``//`` comments, so that a placeholder named in a
+    comment is neither filled nor required (a multi-line part would break out of it)."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
+
+
+def render(text: str, params: Mapping[str, Any], parts: Mapping[str, str] | None = None) -> str:
+    """Fill ``{{rel:NAME}}`` from the Relation parameter NAME and ``{{name}}`` from ``parts``
+    (patterns generated and escaped by the caller), in one pass: text inserted for one
+    placeholder is never scanned again, so a relation named ``{{body}}`` stays a name."""
+    text = strip_comments(text)
+
+    def replace(match: re.Match[str]) -> str:
+        rel, part = match.groups()
+        if rel is not None:
+            if rel not in params:
+                raise KeyError(f"query placeholder {{{{rel:{rel}}}}} has no parameter {rel!r}")
+            return _relation_types(rel, params[rel])
+        if parts is None or part not in parts:
+            raise KeyError(f"query placeholder {{{{{part}}}}} not filled")
+        return parts[part]
+
+    return _PLACEHOLDER.sub(replace, text)
+
+
+def _statements(name: str) -> list[str]:
+    """The ``;``-separated statements of a backend-internal query file."""
+    body = strip_comments(query_text("cypher", f"store/{name}"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+class Neo4jStore:
+    backend: ClassVar[str] = "neo4j"
+    query_language: ClassVar[str] = "cypher"
+
+    def __init__(
+        self,
+        location: str,
+        *,
+        read_only: bool = False,
+        auth: tuple[str, str] | None = None,
+        database: str | None = None,
+        connection_timeout: float | None = None,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        self.location = location
+        self.read_only = read_only
+        self.batch_size = batch_size
+        if auth is None:
+            auth = (
+                str(setting("neo4j.user", "NEO4J_USER", "neo4j")),
+                str(setting("neo4j.password", "NEO4J_PASSWORD", "")),
+            )
+        self._user = auth[0]
+        self._database = database or setting("neo4j.database", "NEO4J_DATABASE") or None
+        timeout = connection_timeout or float(
+            setting("neo4j.connection_timeout", "NEO4J_CONNECTION_TIMEOUT", DEFAULT_CONNECTION_TIMEOUT)
+        )
+        self._schema_ready = False
+        try:
+            self._driver = neo4j.GraphDatabase.driver(
+                location,
+                auth=auth,
+                connection_timeout=timeout,
+                # a pool acquisition may have to open a connection: bound it the same way
+                connection_acquisition_timeout=2 * timeout,
+                max_transaction_retry_time=DEFAULT_RETRY_TIME,
+                user_agent="kgengine",
+                # "label does not exist yet" and the like are logged as warnings otherwise
+                notifications_min_severity=neo4j.NotificationMinimumSeverity.OFF,
+            )
+        except (DriverError, ValueError) as exc:
+            raise StoreError(f"invalid Neo4j URI {location!r}: {exc}") from exc
+        # one bookmark manager for every session: in a cluster a read sees earlier writes
+        self._bookmarks = neo4j.GraphDatabase.bookmark_manager()
+        try:
+            with self._errors("connecting"):
+                self._driver.verify_connectivity()
+        except BaseException:
+            self._driver.close()
+            raise
+
+    # ---- driver plumbing ------------------------------------------------------------------
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Driver failures as :class:`StoreError` naming the server and what to fix."""
+        try:
+            yield
+        except AuthError as exc:
+            raise StoreError(
+                f"Neo4j at {self.location} refused the credentials of user {self._user!r} "
+                f"({exc.message}): set NEO4J_USER / NEO4J_PASSWORD, or [neo4j] user / password "
+                f"in {config_path()}"
+            ) from exc
+        except (ServiceUnavailable, SessionExpired) as exc:
+            raise StoreError(f"cannot reach Neo4j at {self.location} while {doing}: {exc}") from exc
+        except Neo4jError as exc:
+            raise StoreError(f"Neo4j error while {doing} ({exc.code}): {exc.message}") from exc
+        except DriverError as exc:
+            raise StoreError(f"Neo4j driver error while {doing}: {exc}") from exc
+
+    def _session(self, write: bool = False) -> neo4j.Session:
+        return self._driver.session(
+            database=self._database,
+            default_access_mode=neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS,
+            bookmark_manager=self._bookmarks,
+        )
+
+    def _read(self, text: str, params: dict[str, Any], data: bool = False) -> list[dict[str, Any]]:
+        """Rows of a read query; ``data`` turns nodes / relationships / paths into plain
+        maps and lists (for users' queries; named queries return plain values anyway)."""
+
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            return [record.data() if data else dict(record) for record in tx.run(text, params)]
+
+        with self._errors("reading"), self._session() as session:
+            return session.execute_read(work)
+
+    def _write(self, text: str, params: dict[str, Any]) -> None:
+        """One managed write transaction (retried on transient errors: MERGE / SET make a
+        retried batch harmless)."""
+        self._require_writable()
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            tx.run(text, params).consume()
+
+        with self._errors("writing"), self._session(write=True) as session:
+            session.execute_write(work)
+
+    def _autocommit(self, text: str, params: dict[str, Any]) -> None:
+        """An auto-commit statement: needed for schema commands and CALL IN TRANSACTIONS."""
+        self._require_writable()
+        with self._errors("writing"), self._session(write=True) as session:
+            session.run(text, params).consume()
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"the Neo4j store {self.location} was opened read-only")
+
+    def _internal(self, name: str) -> str:
+        return query_text("cypher", f"store/{name}")
+
+    # ---- metadata -------------------------------------------------------------------------
+    @staticmethod
+    def _info(meta: Mapping[str, Any]) -> GraphInfo:
+        return GraphInfo(
+            name=meta["name"],
+            dataset=meta.get("dataset", ""),
+            triples=int(meta.get("triples", 0)),
+            status=meta.get("status", "complete"),
+            source=meta.get("source", ""),
+            splits=tuple(meta.get("splits") or ()),
+            loaded_at=meta.get("loaded_at", ""),
+        )
+
+    def _graph_rows(self, name: str | None) -> list[GraphInfo]:
+        rows = self._read(self._internal("graphs"), {"name": name})
+        return [self._info(row["meta"]) for row in rows]
+
+    def graphs(self) -> list[GraphInfo]:
+        return self._graph_rows(None)
+
+    def graph_info(self, graph: str) -> GraphInfo | None:
+        found = self._graph_rows(graph)
+        return found[0] if found else None
+
+    def _require(self, graph: str) -> GraphInfo:
+        info = self.graph_info(graph)
+        if info is None:
+            known = ", ".join(g.name for g in self.graphs()) or "none"
+            raise GraphNotFoundError(f"no graph {graph!r} in {self.location} (graphs: {known})")
+        return info
+
+    def _set_meta(self, graph: str, meta: dict[str, Any]) -> None:
+        self._write(self._internal("set_graph"), {"graph": graph, "meta": meta})
+
+    # ---- loading --------------------------------------------------------------------------
+    # A load first reads the whole input once (checking every line and relation name, and
+    # counting, which gives the progress bar its total), so bad input fails before the store
+    # is touched. Then the graph's status is 'loading' until the load completes: a load
+    # killed in between leaves that mark, and the next load of the graph discards the
+    # leftovers before loading again. Every write is a MERGE, so a retried batch or a
+    # duplicated input triple never duplicates a node or a relationship.
+    def load(
+        self,
+        graph: str,
+        triples: TripleSource,
+        *,
+        dataset: str,
+        labels: Iterable[tuple[str, str]] = (),
+        source: str = "",
+        splits: Sequence[str] = (),
+        replace: bool = False,
+        seed: int = 0,
+        progress: Reporter = NO_PROGRESS,
+    ) -> GraphInfo:
+        check_graph_name(graph)
+        self._require_writable()
+        existing = self.graph_info(graph)
+        if existing is not None and existing.status == "complete" and not replace:
+            raise GraphExistsError(
+                f"graph {graph!r} already exists in {self.location} "
+                f"({existing.triples:,} triples); use --replace to reload it"
+            )
+        progress.update(description=f"{graph}: reading and checking the input")
+        lines = self._check_input(triples)
+        for _ in as_mapping(labels):  # labels are read again below; fail now, not then
+            pass
+        self._ensure_schema()
+        meta: dict[str, Any] = {
+            "dataset": dataset,
+            "status": "loading",
+            "source": source,
+            "splits": list(splits),
+            "loaded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        self._set_meta(graph, meta)
+        try:
+            if existing is not None:
+                progress.update(description=f"{graph}: discarding the stored graph ({existing.status})")
+                self._drop_data(graph)
+            progress.update(total=lines, description=f"{graph}: loading {lines:,} lines into Neo4j")
+            self._merge_triples(graph, triples, progress)
+            count = self._count(graph)
+            progress.update(description=f"{graph}: entity labels and private ids")
+            self._set_entities(graph, labels, seed)
+        except BaseException:
+            # best effort: if the server is gone the 'loading' mark stays, and the next
+            # load of this graph discards the leftovers
+            try:
+                self._drop_data(graph)
+                self._write(self._internal("remove_graph"), {"graph": graph})
+            except (KGEngineError, DriverError, Neo4jError):
+                pass
+            raise
+        meta.update(status="complete", triples=count)
+        self._set_meta(graph, meta)
+        progress.update(description=f"{graph}: {count:,} triples loaded")
+        return self._info({"name": graph, **meta})
+
+    @staticmethod
+    def _check_input(triples: TripleSource) -> int:
+        """Read every triple (the loader raises InputError on a bad line), check each
+        relation name once; the number of lines read."""
+        checked: set[str] = set()
+        lines = 0
+        for triple in triples:
+            lines += 1
+            if triple.relation not in checked:
+                relationship_type(triple.relation)
+                checked.add(triple.relation)
+        return lines
+
+    def _ensure_schema(self) -> None:
+        if self._schema_ready:
+            return
+        for statement in _statements("schema"):
+            self._autocommit(statement, {})
+        with self._errors("waiting for the schema indexes"), self._session(write=True) as session:
+            session.run("CALL db.awaitIndexes(300)").consume()
+        self._schema_ready = True
+
+    def _merge_triples(self, graph: str, triples: TripleSource, progress: Reporter) -> None:
+        template = self._internal("merge_edges")
+        buffers: dict[str, list[list[str]]] = {}
+        buffered = 0
+
+        def flush(relation: str) -> None:
+            rows = buffers.pop(relation)
+            text = render(template, {"relation": Relation(relation)})
+            self._write(text, {"graph": graph, "rows": rows})
+            progress.advance(len(rows))
+
+        for head, relation, tail in triples:
+            rows = buffers.setdefault(relation, [])
+            rows.append([head, tail])
+            buffered += 1
+            if len(rows) >= self.batch_size:
+                buffered -= len(rows)
+                flush(relation)
+            elif buffered >= MAX_BUFFERED:
+                for name in list(buffers):
+                    flush(name)
+                buffered = 0
+        for name in list(buffers):
+            flush(name)
+
+    def _set_entities(self, graph: str, labels: Iterable[tuple[str, str]], seed: int) -> None:
+        """Private ids for every entity of the graph (the Oxigraph backend's mapping for the
+        same seed), and the first label of each entity that has one."""
+        entities = sorted(row["e"] for row in self.run("entities", graph))
+        self._batched("set_private_ids", graph, iter_private_ids(entities, seed))
+        unlabelled = set(entities)
+        del entities
+
+        def first_labels() -> Iterator[tuple[str, str]]:
+            for entity, text in as_mapping(labels):
+                if entity in unlabelled:
+                    unlabelled.discard(entity)
+                    yield entity, text
+
+        self._batched("set_labels", graph, first_labels())
+
+    def _batched(self, name: str, graph: str, pairs: Iterable[tuple[str, str]]) -> None:
+        text = self._internal(name)
+        rows: list[list[str]] = []
+        for pair in pairs:
+            rows.append(list(pair))
+            if len(rows) >= self.batch_size:
+                self._write(text, {"graph": graph, "rows": rows})
+                rows = []
+        if rows:
+            self._write(text, {"graph": graph, "rows": rows})
+
+    def _count(self, graph: str) -> int:
+        return int(self.run("count_triples", graph)[0]["n"])
+
+    def _drop_data(self, graph: str) -> None:
+        """Delete the graph's relationships, then its nodes, in bounded transactions: one
+        transaction for a large graph needs memory in proportion to its size."""
+        for name in ("delete_edges", "delete_entities"):
+            self._autocommit(self._internal(name), {"graph": graph, "batch": DELETE_BATCH})
+
+    def drop(self, graph: str) -> None:
+        self._require_writable()
+        self._require(graph)
+        self._drop_data(graph)
+        self._write(self._internal("remove_graph"), {"graph": graph})
+
+    # ---- queries --------------------------------------------------------------------------
+    def _query(
+        self, name: str, graph: str, params: dict[str, Any], parts: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        text = render(query_text("cypher", name), params, parts)
+        values = {key: _parameter(value) for key, value in params.items()}
+        values["graph"] = graph
+        return self._read(text, values)
+
+    def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
+        return self._query(name, graph, params)
+
+    def run_template(
+        self, name: str, graph: str, parts: Mapping[str, str], **params: Any
+    ) -> list[dict[str, Any]]:
+        return self._query(name, graph, params, parts)
+
+    def cypher(self, query: str, graph: str | None = None, **params: Any) -> list[dict[str, Any]]:
+        """A user's read-only Cypher query (``kgengine query --cypher``); ``$graph`` is the
+        graph name when one is given."""
+        if graph is not None:
+            self._require(graph)
+            params["graph"] = graph
+        return self._read(query, {key: _parameter(value) for key, value in params.items()}, data=True)
+
+    def stats(self, graph: str) -> GraphStats:
+        self._require(graph)
+        per_relation = {row["r"]: row["n"] for row in self.run("relation_counts", graph)}
+        degrees = {row["degree"]: row["n"] for row in self.run("degree_histogram", graph)}
+        return GraphStats(
+            triples=self._count(graph),
+            entities=int(self.run("count_entities", graph)[0]["n"]),
+            relations=len(per_relation),
+            per_relation=dict(sorted(per_relation.items())),
+            degree_histogram=dict(sorted(degrees.items())),
+        )
+
+    def _expand(self, graph: str, frontier: Sequence[str], step: Direction) -> Iterator[Triple]:
+        name, var = ("edges_out", "h") if step == Direction.OUT else ("edges_in", "t")
+        for row in self._query(name, graph, {var: [Entity(e) for e in frontier]}):
+            yield Triple(row["h"], row["r"], row["t"])
+
+    def neighbourhood(
+        self,
+        graph: str,
+        entity: str,
+        hops: int = 1,
+        direction: Direction = Direction.BOTH,
+        limit: int | None = None,
+    ) -> list[Triple]:
+        return breadth_first(
+            lambda frontier, step: self._expand(graph, frontier, step),
+            entity,
+            hops,
+            Direction(direction),
+            limit,
+        )
+
+    def triples(self, graph: str) -> Iterator[Triple]:
+        """Streamed (the driver fetches records in batches), not materialised."""
+        text = query_text("cypher", "all_triples")
+        with self._errors("reading"), self._session() as session:
+            for record in session.run(text, {"graph": graph}):
+                yield Triple(record["h"], record["r"], record["t"])
+
+    def labels(self, graph: str) -> dict[str, str]:
+        return {row["e"]: row["label"] for row in self.run("entity_labels", graph)}
+
+    def private_ids(self, graph: str) -> dict[str, str]:
+        return {row["e"]: row["private"] for row in self.run("entity_private_ids", graph)}
+
+    def close(self) -> None:
+        self._driver.close()
+
+    def __enter__(self) -> Neo4jStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

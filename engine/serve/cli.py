@@ -1,0 +1,110 @@
+"""``kgengine serve``: run the SPARQL endpoint (uvicorn) over an Oxigraph store."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import stat
+from pathlib import Path
+
+import click
+from kgengine.cli_common import store_option
+from kgengine.config import resolve_store
+from kgengine.errors import KGEngineError
+from kgengine.serve.app import SETTINGS_ENV, Settings, create_app, default_workers, settings_env
+from kgengine.store import backend_for
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: Path) -> str:
+    token = path.read_text(encoding="utf-8").strip()
+    if not token:
+        raise KGEngineError(f"--token-file {path} is empty")
+    if os.name == "posix" and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        click.echo(f"warning: {path} is readable by other users; chmod 600 it", err=True)
+    return token
+
+
+@click.command()
+@store_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback exposes the store to the network.")
+@click.option("--port", default=7878, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--timeout", "timeout", default=30.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds a query may run; then its worker process is killed (503).")
+@click.option("--max-rows", default=100_000, show_default=True, type=click.IntRange(min=1),
+              help="Result rows (or triples) returned at most; more are cut (X-SPARQL-Truncated).")
+@click.option("--max-bytes", default=64 * 2**20, show_default=True, type=click.IntRange(min=1024),
+              help="Result bytes returned at most, cut at a row boundary.")
+@click.option("--max-request-bytes", default=2**20, show_default=True, type=click.IntRange(min=1024),
+              help="Largest accepted request body or query string (413/414 beyond).")
+@click.option("--workers", default=default_workers(), show_default=True, type=click.IntRange(min=1),
+              help="Query worker processes (queries running at once).")
+@click.option("--http-processes", default=1, show_default=True, type=click.IntRange(min=1),
+              help="HTTP server processes, each with its own --workers (for many-core machines).")
+@click.option("--max-memory", "max_memory_mb", default=2048, show_default=True, type=click.IntRange(min=0),
+              help="MiB of private memory a worker may use for one query (0: no limit).")
+@click.option("--allow-update", is_flag=True,
+              help="Accept SPARQL Update (needs --token-file; the server then holds the store lock).")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="File holding the bearer token that updates must present.")
+@click.option("--allow-service", is_flag=True,
+              help="Allow SERVICE and LOAD, which make the server fetch from other hosts.")
+@click.option("--cors", is_flag=True, help="Allow cross-origin requests (browser clients on other sites).")
+@click.option("--access-log", is_flag=True, help="Log every request.")
+def serve(store_location: str | None, host: str, port: int, timeout: float, max_rows: int,
+          max_bytes: int, max_request_bytes: int, workers: int, http_processes: int, max_memory_mb: int,
+          allow_update: bool, token_file: Path | None, allow_service: bool, cors: bool,
+          access_log: bool) -> None:
+    """Serve the store over the SPARQL 1.1 Protocol (read-only unless --allow-update).
+
+    Queries run in worker processes that open the store read-only, so `kgengine load` and
+    other commands may write to the store while it is served; the server keeps answering
+    from what it opened, and picks up new data on restart or on SIGHUP."""
+    import uvicorn
+
+    location = resolve_store(store_location)
+    if backend_for(location) != "oxigraph":
+        raise KGEngineError("kgengine serve needs an Oxigraph store directory, not a Neo4j URI")
+    if allow_update and token_file is None:
+        raise KGEngineError("--allow-update needs --token-file: updates are only taken with its token")
+    if not allow_update and not (Path(location) / "CURRENT").is_file():
+        raise KGEngineError(f"no Oxigraph store at {location}; run `kgengine load` first")
+    token = read_token(token_file) if token_file is not None else None
+    if not _is_loopback(host):
+        click.echo(f"warning: binding {host}: the endpoint is reachable from the network"
+                   + (" and accepts updates from anyone holding the token" if allow_update else ""),
+                   err=True)
+    settings = Settings(
+        store=str(Path(location).resolve()), host=host, port=port, timeout=timeout, max_rows=max_rows,
+        max_bytes=max_bytes, max_request_bytes=max_request_bytes, workers=workers,
+        max_memory_mb=max_memory_mb, allow_update=allow_update, token=token,
+        allow_service=allow_service, cors=cors,
+        token_file=str(token_file.resolve()) if token_file is not None else None,
+    )
+    if allow_update and http_processes > 1:
+        raise KGEngineError("--allow-update runs one writer process; it cannot be used with --http-processes")
+    mode = "read-write (updates with token)" if allow_update else "read-only"
+    click.echo(f"kgengine serve: {settings.endpoint} — store {settings.store}, {mode}, "
+               f"{http_processes} HTTP process(es) x {1 if allow_update else workers} query worker(s), "
+               f"timeout {timeout:g} s", err=True)
+    options = dict(
+        host=host, port=port, lifespan="on", access_log=access_log, log_level="info", server_header=False,
+        # h11 bounds the request line and headers; leave room for a GET query up to the limit
+        h11_max_incomplete_event_size=max_request_bytes + 64 * 1024,
+    )
+    if http_processes == 1:
+        uvicorn.Server(uvicorn.Config(create_app(settings), **options)).run()
+    else:
+        # uvicorn's supervisor spawns the processes; each builds its app (and worker pool)
+        # from the environment, and SIGHUP restarts them all (the store is reopened)
+        os.environ[SETTINGS_ENV] = settings_env(settings)
+        uvicorn.run("kgengine.serve.app:app_from_env", factory=True, workers=http_processes, **options)

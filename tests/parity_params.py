@@ -1,0 +1,88 @@
+"""Parameters for the parity test (tests/test_parity.py): one entry per named query.
+
+Every query twin (``sparql/NAME.rq`` + ``cypher/NAME.cypher``) must have an entry, or the
+parity test fails: a new twin cannot be skipped silently. An entry maps the query name to a
+function of a :class:`Sample` of the graph under test returning the parameter sets to run
+it with (``[{}]`` for a query without parameters). Use :class:`kgengine.model.Entity` /
+:class:`kgengine.model.Relation` for KG terms, lists for ``VALUES`` / ``UNWIND`` params.
+A case may instead be a function ``(store, graph) -> rows``, for a template query that its
+module fills per backend (``run_template``); it is called on both stores.
+
+To add a query: ``PARAMS["my_query"] = lambda s: [{"r": Relation(s.relations[0])}]``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kgengine.model import Entity, Relation
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Deterministic picks from one graph: entities (the most connected first, then a few
+    seeded random ones) and every relation (most frequent first)."""
+
+    graph: str
+    entities: tuple[str, ...]
+    relations: tuple[str, ...]
+
+
+Rows = list[dict[str, Any]]
+Case = dict[str, Any] | Callable[[Any, str], Rows]
+Params = list[Case]
+NO_PARAMS: Callable[[Sample], Params] = lambda s: [{}]  # noqa: E731
+
+
+def _entities(s: Sample, n: int = 8) -> list[Entity]:
+    return [Entity(e) for e in s.entities[:n]]
+
+
+def _grounding_cases(s: Sample) -> Params:
+    """Hierarchy, symmetry and composition rules over the sample's relations, with the head
+    required, excluded and ignored; one with a limit (ordered, so the same rows survive)."""
+    from kgengine.mining.groundings import HeadFilter, groundings
+    from kgengine.mining.rules import Atom, Rule
+
+    r = (s.relations * 3)[:3]
+    rules = [
+        Rule.of([Atom(r[1], "?a", "?b")], Atom(r[0], "?a", "?b")),
+        Rule.of([Atom(r[0], "?b", "?a")], Atom(r[0], "?a", "?b")),
+        Rule.of([Atom(r[0], "?a", "?c"), Atom(r[1], "?c", "?b")], Atom(r[2], "?a", "?b")),
+    ]
+    cases: Params = []
+    for rule in rules:
+        for head in HeadFilter:
+            def case(store: Any, graph: str, rule: Rule = rule, head: HeadFilter = head) -> Rows:
+                return groundings(store, graph, rule, head=head)
+
+            cases.append(case)
+
+    def limited(store: Any, graph: str) -> Rows:
+        return groundings(store, graph, rules[-1], head=HeadFilter.WITH, limit=25)
+
+    cases.append(limited)
+    return cases
+
+
+PARAMS: dict[str, Callable[[Sample], Params]] = {
+    "all_triples": NO_PARAMS,
+    "count_entities": NO_PARAMS,
+    "count_triples": NO_PARAMS,
+    "degree_histogram": NO_PARAMS,
+    "entities": NO_PARAMS,
+    "entity_labels": NO_PARAMS,
+    "entity_private_ids": NO_PARAMS,
+    "relation_counts": NO_PARAMS,
+    # one entity, several, none, and one that is not in the graph
+    "edges_out": lambda s: [
+        {"h": _entities(s, 1)}, {"h": _entities(s)}, {"h": []}, {"h": [Entity("no such entity")]},
+    ],
+    "edges_in": lambda s: [
+        {"t": _entities(s, 1)}, {"t": _entities(s)}, {"t": []}, {"t": [Entity("no such entity")]},
+    ],
+    "rule_groundings": _grounding_cases,
+    "relation_triples": lambda s: [{"r": Relation(r)} for r in s.relations[:5]]
+    + [{"r": Relation("no such relation")}],
+}
