@@ -129,7 +129,9 @@ def batch_sweep(uri: str, auth: tuple[str, str] | None, sizes: list[int]) -> dic
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| dataset | triples | Oxigraph load (triples/s) | Neo4j load (triples/s) | Oxigraph / Neo4j |",
+    lines = [f"{results['neo4j']}, {results['machine']}, load average {results['load_average_at_start']} "
+             "at start.", "",
+             "| dataset | triples | Oxigraph load (triples/s) | Neo4j load (triples/s) | Oxigraph / Neo4j |",
              "|---|---:|---:|---:|---:|"]
     for name, row in results["load"].items():
         ox, neo = row["oxigraph"], row["neo4j"]
@@ -165,7 +167,9 @@ def main() -> None:
     with neo4j_server(args.neo4j) as (uri, auth, server), tempfile.TemporaryDirectory() as tmp:
         results: dict[str, Any] = {
             "neo4j": server, "batch_size": BATCH_SIZE, "machine": f"{platform.machine()}, "
-            f"{os.cpu_count()} cores", "python": platform.python_version(), "load": {},
+            f"{os.cpu_count()} cores", "python": platform.python_version(),
+            # other work on the machine skews every figure: keep that context with them
+            "load_average_at_start": round(os.getloadavg()[0], 1), "load": {},
         }
         oxigraph = OxigraphStore(str(Path(tmp) / "store"))
         neo4j = Neo4jStore(uri, auth=auth)

@@ -6,9 +6,12 @@ Loads FB15k-237 into a fresh store, copies it, and serves one copy with `kgengin
 and the other with `oxigraph serve-read-only --union-default-graph` (same default-graph
 semantics). For each query of the fixed mix (1-hop lookup, 2-hop join, aggregate) and for
 the weighted mix, N keep-alive clients (threads spread over several client processes) send
-queries for S seconds to one server, then to the other; the table gives throughput and
-p50/p99 latency per server and the kgengine/oxigraph throughput ratio. Results are checked
-to agree between the servers first. Writes bench/results/serve.json."""
+queries for S seconds to one server, then to the other, for R alternating rounds; the table
+gives the median over rounds of throughput and p50/p99 latency per server, the CPU seconds
+each server (all its processes) spent per request, and the kgengine/oxigraph ratios of
+throughput and of requests per CPU-second (the latter is what a shared, noisy machine
+distorts least). Results are checked to agree between the servers first. Writes
+bench/results/serve.json."""
 
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import psutil
 from kgengine import terms
 from kgengine.loaders import read_dataset
 from kgengine.oxigraph_store import OxigraphStore
@@ -95,6 +100,7 @@ def _client_process(port: int, path: str, plan: list[str], threads: int, duratio
     import threading
 
     results: list[tuple[float, int]] = []
+    sent = [0]
     lock = threading.Lock()
     stop_at = time.perf_counter() + warmup + duration
     measure_from = time.perf_counter() + warmup
@@ -103,6 +109,7 @@ def _client_process(port: int, path: str, plan: list[str], threads: int, duratio
         rng = random.Random(seed * 1000 + index)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         local: list[tuple[float, int]] = []
+        count = 0
         while True:
             url = path + "?" + urlencode({"query": rng.choice(plan)})
             t0 = time.perf_counter()
@@ -117,32 +124,55 @@ def _client_process(port: int, path: str, plan: list[str], threads: int, duratio
                 status = 0
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            count += 1
             if t0 >= measure_from:
                 local.append((time.perf_counter() - t0, status))
         with lock:
             results.extend(local)
+            sent[0] += count
 
     workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    out.put(results)
+    out.put((results, sent[0]))
+
+
+def tree_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds used so far by a server process and each of its children, by pid."""
+    out = {}
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            out[proc.pid] = times.user + times.system
+        except psutil.Error:
+            pass
+    return out
 
 
 def drive(port: int, path: str, plan: list[str], clients: int, procs: int, duration: float,
-          warmup: float, seed: int) -> dict[str, Any]:
-    queue: mp.Queue[list[tuple[float, int]]] = mp.Queue()
+          warmup: float, seed: int, cpu: Callable[[], dict[int, float]]) -> dict[str, Any]:
+    queue: mp.Queue[tuple[list[tuple[float, int]], int]] = mp.Queue()
     per_proc = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
     processes = [
         mp.Process(target=_client_process, args=(port, path, plan, n, duration, warmup, seed + i, queue))
         for i, n in enumerate(per_proc) if n
     ]
+    cpu_before = cpu()
     for p in processes:
         p.start()
     samples: list[tuple[float, int]] = []
+    sent = 0
     for _ in processes:
-        samples.extend(queue.get())
+        got, count = queue.get()
+        samples.extend(got)
+        sent += count
+    cpu_after = cpu()
+    # a process that ended during the run took its CPU time with it: then there is no figure
+    same = set(cpu_after) == set(cpu_before)
+    cpu_used = sum(cpu_after.values()) - sum(cpu_before.values()) if same else float("nan")
     for p in processes:
         p.join()
     ok = sorted(latency for latency, status in samples if status == 200)
@@ -153,7 +183,20 @@ def drive(port: int, path: str, plan: list[str], clients: int, procs: int, durat
 
     return {"requests": len(samples), "errors": errors, "throughput_rps": len(ok) / duration,
             "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "mean_ms": statistics.fmean(ok) * 1000 if ok else float("nan")}
+            "mean_ms": statistics.fmean(ok) * 1000 if ok else float("nan"),
+            "cpu_us_per_request": cpu_used / sent * 1e6 if sent else float("nan")}
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per metric, the median over rounds (errors are summed)."""
+    def median(key: str) -> float:
+        values = [r[key] for r in runs if r[key] == r[key]]  # NaN (no figure) left out
+        return statistics.median(values) if values else float("nan")
+
+    out = {key: median(key) for key in runs[0] if key != "errors"}
+    out["errors"] = sum(r["errors"] for r in runs)
+    out["rounds"] = len(runs)
+    return out
 
 
 def fetch(port: int, path: str, query: str) -> list[dict[str, Any]]:
@@ -174,11 +217,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "datasets" / "fb15k-237")
-    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per phase")
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per phase")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per phase")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive clients")
     parser.add_argument("--client-procs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)))
     parser.add_argument("--workers", type=int, default=None, help="kgengine serve --workers")
+    parser.add_argument("--http-processes", type=int, default=1, help="kgengine serve --http-processes")
     parser.add_argument("--entities", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "serve.json")
@@ -195,10 +240,13 @@ def main() -> None:
                   "--timeout", "120", "--max-rows", "1000000"]
         if args.workers:
             kg_cmd += ["--workers", str(args.workers)]
+        kg_cmd += ["--http-processes", str(args.http_processes)]
         ox_cmd = [str(BIN / "oxigraph"), "serve-read-only", "--location", str(work / "oxigraph"),
                   "--bind", f"127.0.0.1:{ox_port}", "--union-default-graph"]
-        for cmd in (kg_cmd, ox_cmd):
-            servers.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        logs = {name: work / f"{name}.log" for name in ("kgengine", "oxigraph")}
+        for cmd, log_path in zip((kg_cmd, ox_cmd), logs.values(), strict=True):
+            with log_path.open("wb") as log_file:
+                servers.append(subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT))
         targets = {"kgengine": (kg_port, "/sparql"), "oxigraph": (ox_port, "/query")}
         for (port, path), proc in zip(targets.values(), servers, strict=True):
             wait_ready(port, path, proc)
@@ -218,15 +266,21 @@ def main() -> None:
                for _ in range(1000)]
         phases = {**plans, "mix": mix}
 
+        pids = dict(zip(targets, (proc.pid for proc in servers), strict=True))
         results: dict[str, dict[str, Any]] = {}
         for phase, plan in phases.items():
-            results[phase] = {}
-            for name, (port, path) in targets.items():
-                results[phase][name] = drive(port, path, plan, args.clients, args.client_procs,
-                                             args.duration, args.warmup, args.seed)
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+            for _ in range(args.rounds):
+                for name, (port, path) in targets.items():
+                    runs[name].append(drive(port, path, plan, args.clients, args.client_procs, args.duration,
+                                            args.warmup, args.seed, lambda pid=pids[name]: tree_cpu(pid)))
+            results[phase] = {name: median_run(r) for name, r in runs.items()}
+            for name, log_path in logs.items():
+                if results[phase][name]["errors"]:
+                    print(f"{name} had errors; the end of its log:\n" + log_path.read_text()[-3000:])
             kg, ox_ = results[phase]["kgengine"], results[phase]["oxigraph"]
-            ratio = kg["throughput_rps"] / ox_["throughput_rps"] if ox_["throughput_rps"] else None
-            results[phase]["ratio"] = ratio
+            results[phase]["ratio"] = kg["throughput_rps"] / ox_["throughput_rps"]
+            results[phase]["cpu_ratio"] = ox_["cpu_us_per_request"] / kg["cpu_us_per_request"]
             print(f"  {phase}: kgengine {kg['throughput_rps']:.0f} req/s, oxigraph "
                   f"{ox_['throughput_rps']:.0f} req/s", flush=True)
     finally:
@@ -239,22 +293,28 @@ def main() -> None:
                 proc.kill()
         shutil.rmtree(work, ignore_errors=True)
 
-    header = (f"{'query':<10} {'server':<9} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}"
-              f" {'ratio':>6}")
+    header = (f"| {'query':<9} | {'server':<8} | {'req/s':>7} | {'p50 ms':>8} | {'p99 ms':>8} | "
+              f"{'CPU us/req':>10} | {'errors':>6} | {'ratio req/s':>11} | {'ratio req/CPU-s':>15} |")
     print(header)
-    print("-" * len(header))
+    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     for phase, by_server in results.items():
         for name in ("kgengine", "oxigraph"):
             r = by_server[name]
-            ratio = f"{by_server['ratio']:.2f}" if name == "kgengine" and by_server["ratio"] else ""
-            print(f"{phase:<10} {name:<9} {r['throughput_rps']:>8.0f} {r['p50_ms']:>8.2f} "
-                  f"{r['p99_ms']:>8.2f} {r['errors']:>6} {ratio:>6}")
+            mine = name == "kgengine"
+            ratio = f"{by_server['ratio']:.2f}" if mine else ""
+            cpu_ratio = f"{by_server['cpu_ratio']:.2f}" if mine else ""
+            print(f"| {phase:<9} | {name:<8} | {r['throughput_rps']:>7.0f} | {r['p50_ms']:>8.2f} | "
+                  f"{r['p99_ms']:>8.2f} | {r['cpu_us_per_request']:>10.0f} | {r['errors']:>6} | "
+                  f"{ratio:>11} | {cpu_ratio:>15} |")
     lookup_ratio = results["lookup"]["ratio"]
-    print(f"lookup throughput ratio kgengine/oxigraph = {lookup_ratio:.2f} (target >= 0.5)")
+    print(f"lookup throughput ratio kgengine/oxigraph = {lookup_ratio:.2f} (target >= 0.5); "
+          f"per CPU-second {results['lookup']['cpu_ratio']:.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "dataset": "fb15k-237", "triples": triples, "queries": QUERIES, "mix_weights": MIX,
         "clients": args.clients, "client_processes": args.client_procs, "duration_s": args.duration,
+        "rounds": args.rounds, "kgengine_workers": args.workers, "http_processes": args.http_processes,
+        "load_average_after": os.getloadavg(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "results": results, "lookup_ratio": lookup_ratio,

@@ -16,6 +16,8 @@ COMMANDS: dict[str, str] = {
     "graphs": "kgengine.commands.kg:graphs",
     "drop": "kgengine.commands.kg:drop",
     "query": "kgengine.commands.kg:query",
+    "mine": "kgengine.commands.mine:mine",
+    "groundings": "kgengine.commands.mine:groundings_command",
     "serve": "kgengine.serve.cli:serve",
     "brink": "kgengine.brink.cli:brink",
 }

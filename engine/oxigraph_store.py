@@ -37,6 +37,7 @@ from kgengine.store import (
     BlockSource,
     TripleSource,
     as_mapping,
+    block_fields,
     breadth_first,
     iter_private_ids,
 )
@@ -85,14 +86,6 @@ def escape_block(block: str) -> str:
     return block
 
 
-def _fields(block: str) -> list[str]:
-    """[h1, r1, t1, h2, ...] of a normalised TSV block, plus a final ''."""
-    fields = block.replace("\t", "\n").split("\n")
-    if len(fields) != 3 * block.count("\n") + 1:
-        raise ValueError("a TSV block must be whole lines of exactly three TAB-separated fields")
-    return fields
-
-
 def _entity_iris(ordered: Sequence[str], chunk: int = 100_000) -> Iterator[str]:
     """``terms.entity_iri`` of many ids, escaped a chunk at a time in one pass where no id
     holds TAB or LF."""
@@ -129,7 +122,7 @@ class _QuadWriter:
         entities = self._encoded_entities
         if isinstance(triples, BlockSource):
             for block in triples.blocks():
-                enc = _fields(escape_block(block))
+                enc = block_fields(escape_block(block))
                 entities.update(enc[0:-1:3])  # the last item is the '' after the final LF
                 entities.update(enc[2::3])
                 parts = zip(repeat(subject), enc[0::3], repeat(to_relation), enc[1::3],

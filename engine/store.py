@@ -31,6 +31,15 @@ class BlockSource(Protocol):
     def blocks(self) -> Iterator[str]: ...
 
 
+def block_fields(block: str) -> list[str]:
+    """``[h1, r1, t1, h2, r2, t2, ..., '']`` of a normalised TSV block (two C-level calls);
+    so heads are ``[0:-1:3]``, relations ``[1::3]``, tails ``[2::3]``."""
+    fields = block.replace("\t", "\n").split("\n")
+    if len(fields) != 3 * block.count("\n") + 1:
+        raise ValueError("a TSV block must be whole lines of exactly three TAB-separated fields")
+    return fields
+
+
 @runtime_checkable
 class KGStore(Protocol):
     backend: ClassVar[str]

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from kgengine.errors import InputError, KGEngineError
 from kgengine.model import Triple
+from kgengine.store import block_fields
 
 BLOCK_BYTES = 4 << 20  # bytes read at a time; a block is cut at its last newline
 _BOM = b"\xef\xbb\xbf"
@@ -142,7 +143,8 @@ class DelimitedTriples:
                 raise InputError(str(path), number + offset, line, "empty field")
             if "\t" in line and sep != "\t":
                 raise InputError(str(path), number + offset, line, "TAB inside a field")
-            if self.relation_suffix and relation.endswith(self.relation_suffix):
+            if self.relation_suffix and relation.endswith(self.relation_suffix) \
+                    and len(relation) > len(self.relation_suffix):
                 relation = relation[: -len(self.relation_suffix)]
             out.append(f"{head}\t{relation}\t{tail}\n")
         return "".join(out)
@@ -189,7 +191,7 @@ class SelfLabels:
     def __iter__(self) -> Iterator[tuple[str, str]]:
         seen: set[str] = set()
         for block in self.triples.blocks():  # set operations per block, not per line
-            fields = block.replace("\t", "\n").split("\n")
+            fields = block_fields(block)
             new = set(fields[0:-1:3])
             new.update(fields[2::3])
             new -= seen

@@ -155,6 +155,7 @@ def test_rejection_and_cleaning() -> None:
     assert ResponseCache.key("m", "p") != ResponseCache.key("m2", "p")
 
 
+@pytest.mark.slow
 def test_build_with_llm_questions_and_cached_rebuild(llm_server, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     rejected_once: set[str] = set()

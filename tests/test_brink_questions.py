@@ -165,7 +165,7 @@ relation_names = st.one_of(
 surfaces = st.from_regex(r"e[0-9]{4}", fullmatch=True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(relation_names, st.sampled_from(list(Direction)), surfaces, surfaces)
 def test_template_names_the_topic_and_never_the_answer(relation: str, direction: Direction,
                                                         topic: str, answer: str) -> None:

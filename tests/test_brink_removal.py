@@ -74,7 +74,7 @@ def kg_and_rules(draw: st.DrawFn) -> tuple[set[Triple], list[Rule]]:
     return facts, list(rules)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(kg_and_rules(), st.integers(1, 4), st.sampled_from(list(Selection)), st.integers(0, 3))
 def test_removal_constraints_hold_on_random_kgs(data, n: int, mode: Selection, seed: int) -> None:
     facts, rules = data
@@ -151,7 +151,7 @@ def test_violations_catch_a_broken_removal() -> None:
 
 # ---- the whole build on a real Oxigraph store, random KGs and rules ------------------------
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kg_and_rules(), st.integers(1, 3), st.integers(0, 2))
 def test_build_on_random_kgs_keeps_constraints_and_answerability(data, n: int, seed: int) -> None:
     facts, rules = data

@@ -300,22 +300,47 @@ def build_brink(
         count = len(splits[name])
         write_jsonl(out_dir / f"questions_{name}.jsonl", question_records[position:position + count])
         position += count
-    primary_rule = Counter(item.paths[0].rule for item in ordered)
-    write_rules(out_dir / "rules.tsv", inputs, selected, candidates, removal.kept, primary_rule)
+    write_rules(out_dir / "rules.tsv", inputs, selected, candidates, removal.kept,
+                Counter(item.paths[0].rule for item in ordered))
 
     answerability = _answerability(store, graph, info.dataset, rules, removal, complete, incomplete,
                                    surface, options, out_dir, progress, log)
 
-    answer_counts = [len(r["answers"]) for r in question_records]
+    stats = _stats(store, graph, info.dataset, options, writer, rules, selected, candidates, removal,
+                   complete, incomplete, splits, items, askable, balanced, question_records, texts,
+                   answerability, started)
+    (out_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "stats.md").write_text(markdown(stats), encoding="utf-8")
+    if answerability.fraction < 1.0:
+        first = answerability.failures[0]
+        raise AnswerabilityError(
+            f"answerability check failed: only {answerability.rederived:,} of "
+            f"{answerability.checked:,} kept groundings ({answerability.fraction:.2%}) have their "
+            f"removed triple re-derived from the incomplete KG by their rule; e.g. {tuple(first[0])} "
+            f"is not derived by {first[1]} (details in {out_dir / 'stats.json'})"
+        )
+    return BuildResult(out_dir, stats, answerability, removal, splits, surface)
+
+
+def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
+           writer: LLMQuestionWriter | None, rules: Sequence[Rule], selected: Sequence[Sequence[Grounding]],
+           candidates: Sequence[int | None], removal: Removal, complete: set[Triple],
+           incomplete: set[Triple], splits: Mapping[str, Sequence[QuestionItem]],
+           items: Sequence[QuestionItem], askable: Sequence[QuestionItem],
+           balanced: Sequence[QuestionItem], records: Sequence[Mapping[str, Any]],
+           texts: Sequence[tuple[str, str]], answerability: Answerability, started: float,
+           ) -> dict[str, Any]:
+    """stats.json: the paper's Tables 1 and 3 for this build plus the construction funnel."""
+    answer_counts = [len(r["answers"]) for r in records]
     stats: dict[str, Any] = {
         "graph": graph,
-        "dataset": info.dataset,
+        "dataset": dataset,
         "backend": store.backend,
         "settings": options.settings() | {"questions": "llm" if writer else "template"},
         "rules": {
             "by_type": rule_type_counts(rules),
             "with_groundings": sum(1 for s in selected if s),
-            "contributing_questions": len(primary_rule),
+            "contributing_questions": len({item.paths[0].rule for item in balanced}),
         },
         "groundings": {
             "candidates": None if None in candidates else sum(c or 0 for c in candidates),
@@ -339,17 +364,7 @@ def build_brink(
     }
     if writer is not None:
         stats["llm"] = writer.stats.as_dict()
-    (out_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "stats.md").write_text(markdown(stats), encoding="utf-8")
-    if answerability.fraction < 1.0:
-        first = answerability.failures[0]
-        raise AnswerabilityError(
-            f"answerability check failed: only {answerability.rederived:,} of "
-            f"{answerability.checked:,} kept groundings ({answerability.fraction:.2%}) have their "
-            f"removed triple re-derived from the incomplete KG by their rule; e.g. {tuple(first[0])} "
-            f"is not derived by {first[1]} (details in {out_dir / 'stats.json'})"
-        )
-    return BuildResult(out_dir, stats, answerability, removal, splits, surface)
+    return stats
 
 
 def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rule], removal: Removal,
@@ -370,11 +385,14 @@ def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rul
         return result
 
     if options.load_as:
+        # with dataset ids the source graph's labels still fit; private ids and text labels
+        # are the entity ids of the published graphs themselves
+        labels = store.labels(graph) if options.labels == LabelMode.ID else {}
         names = {}
         for variant, triples in (("complete", complete), ("incomplete", incomplete)):
             name = f"{options.load_as}-{variant}"
-            store.load(name, published(triples), dataset=f"brink-{dataset}", source=str(out_dir),
-                       replace=options.replace, seed=options.seed)
+            store.load(name, published(triples), dataset=f"brink-{dataset}", labels=labels,
+                       source=str(out_dir), replace=options.replace, seed=options.seed)
             names[variant] = name
             log(f"loaded graph {name!r} ({len(triples):,} triples)")
         return run(store, names["incomplete"])

@@ -240,6 +240,7 @@ class MatrixEngine:
     """The counting engine the miner calls (``kgengine.mining.search.CountingEngine``)."""
 
     name = "matrix"
+    parallel = "processes"  # see Miner.mine: forked workers share the index
 
     def __init__(self, index: KGIndex) -> None:
         self.index = index

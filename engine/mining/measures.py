@@ -81,9 +81,8 @@ class Measures:
 
 
 def support_threshold(min_hc: float, head_size: int) -> int:
-    """AMIE's absolute support threshold for candidates of a head: ``ceil(minhc * |r|)``
-    computed in doubles (AMIE.getCountThreshold), so that e.g. 0.1 * 1230 (= 123.00000000000001)
-    needs support 124, exactly as AMIE."""
+    """AMIE's absolute support threshold for the candidates of a head, ``ceil(minhc * |r|)``
+    in doubles (AMIE.getCountThreshold): a candidate is kept when its support reaches it."""
     return int(math.ceil(min_hc * float(head_size)))
 
 

@@ -33,6 +33,7 @@ which is what ``threads`` parallelises.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -84,6 +85,7 @@ class MiningOptions:
     skyline: bool = True
     constants: bool = False
     recursivity_limit: int = 3  # AMIE's -rl
+    perfect_stop: bool = True  # do not refine rules of PCA confidence 1 (off: AMIE's -dpr)
     threads: int = 1
 
     def validate(self) -> None:
@@ -194,24 +196,37 @@ class Miner:
         return sorted(r for r, s in self.stats.items() if s.facts >= self.options.min_initial_support)
 
     def mine(self, on_head_done: Callable[[HeadResult], None] | None = None) -> list[HeadResult]:
+        """Mine every head relation; results in head-name order. With ``threads`` > 1 the
+        heads run in parallel, the largest first (they take longest): in worker processes
+        for an engine that says so (the matrix engine: its many small numpy/scipy calls hold
+        the GIL more than they release it, so threads were measured slower than one), in
+        threads otherwise (the store's query engine releases the GIL while it evaluates)."""
         heads = self.heads()
+        order = sorted(heads, key=lambda h: (-self.stats[h].facts, h))
+        workers = min(self.options.threads, len(heads))
         results: dict[str, HeadResult] = {}
-        if self.options.threads <= 1:
-            for head in heads:
-                results[head] = self.mine_head(head)
-                if on_head_done:
-                    on_head_done(results[head])
+
+        def collect(result: HeadResult) -> None:
+            results[result.relation] = result
+            if on_head_done:
+                on_head_done(result)
+
+        if workers <= 1:
+            for head in order:
+                collect(self.mine_head(head))
+        elif getattr(self.engine, "parallel", "threads") == "processes" and _can_fork():
+            global _WORKER
+            _WORKER = self  # inherited by the forked workers: the index is shared, not copied
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for result in pool.imap_unordered(_mine_in_worker, order):
+                    collect(result)
         else:
-            pool = ThreadPoolExecutor(max_workers=self.options.threads)
+            pool = ThreadPoolExecutor(max_workers=workers)
             try:
-                futures = {pool.submit(self.mine_head, h): h for h in heads}
-                for future in as_completed(futures):
-                    result = future.result()
-                    results[result.relation] = result
-                    if on_head_done:
-                        on_head_done(result)
+                for future in as_completed([pool.submit(self.mine_head, h) for h in order]):
+                    collect(future.result())
             except BaseException:
-                self._cancel.set()  # Ctrl-C: let running heads stop at their next rule
+                self._cancel.set()  # Ctrl-C: running heads stop at their next rule
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
@@ -237,7 +252,7 @@ class Miner:
                 if node.length > 1 and is_closed(node.atoms):
                     node.measures = self._measure(node, stats, side)
                     result.evaluated += 1
-                    perfect = node.measures.is_perfect
+                    perfect = opts.perfect_stop and node.measures.is_perfect
                     if self._should_output(node, outputs):
                         new_outputs.append(node)
                 if node.length < opts.max_len and not perfect:
@@ -379,6 +394,18 @@ class Miner:
                 out.append(Node(atoms, support, dangler.next_var, dangler.parent,
                                 Rule.of(atoms[1:], atoms[0])))
         return out
+
+
+_WORKER: Miner | None = None
+
+
+def _mine_in_worker(relation: str) -> HeadResult:
+    assert _WORKER is not None
+    return _WORKER.mine_head(relation)
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def mine(engine: CountingEngine, options: MiningOptions,

@@ -23,6 +23,7 @@ import pyoxigraph as ox
 from kgengine import terms
 from kgengine.serve import formats, page
 from kgengine.serve.pool import PoolError, WorkerPool
+from kgengine.serve.snapshot import Snapshots
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -144,6 +145,12 @@ class SparqlService:
         self.pool = WorkerPool(settings.store, size, writable=settings.allow_update,
                                max_memory_mb=settings.max_memory_mb)
         self.started = time.time()
+        # read-only serving reads a private snapshot, never the live store (see .snapshot);
+        # with updates on, the one writer process owns the live store and its lock
+        self.snapshots = None if settings.allow_update else Snapshots(settings.store)
+        self.snapshot: Path | None = None
+        self.snapshot_taken_at = 0.0
+        self._reload_task: asyncio.Future[None] | None = None
 
     # ---- request parsing ----------------------------------------------------------------
     async def _body(self, request: Request) -> bytes:
@@ -251,8 +258,8 @@ class SparqlService:
             return PlainTextResponse(header.get("error", "error") + "\n", status)
         headers = {"Vary": "Accept"}
         if header.get("truncated"):
-            limit = self.settings.max_rows if header["truncated"] == "rows" else self.settings.max_bytes
-            headers["X-SPARQL-Truncated"] = f"max-{header['truncated']}={limit}"
+            headers["X-SPARQL-Truncated"] = formats.cap_text(
+                header["truncated"], self.settings.max_rows, self.settings.max_bytes)
         return Response(body, 200, headers=headers, media_type=header["type"])
 
     async def describe(self, request: Request) -> Response:
@@ -312,14 +319,30 @@ class SparqlService:
         ok = status["alive"] > 0
         return JSONResponse(
             {"status": "ok" if ok else "degraded", "store": self.settings.store,
-             "read_only": not self.settings.allow_update, "uptime_s": round(time.time() - self.started, 1),
+             "read_only": not self.settings.allow_update,
+             "snapshot": str(self.snapshot) if self.snapshot else None,
+             "snapshot_taken_at": self.snapshot_taken_at or None,
+             "uptime_s": round(time.time() - self.started, 1),
              "timeout_s": self.settings.timeout, "max_rows": self.settings.max_rows, "pool": status},
             200 if ok else 503,
         )
 
+    async def _take_snapshot(self) -> Path:
+        assert self.snapshots is not None
+        path = await asyncio.to_thread(self.snapshots.take)
+        self.snapshot_taken_at = time.time()
+        return path
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        await self.pool.start()
+        if self.snapshots is not None:
+            self.snapshot = await self._take_snapshot()
+            self.pool.store = str(self.snapshot)
+        try:
+            await self.pool.start()
+        except BaseException:
+            self._remove_snapshot(self.snapshot)
+            raise
         loop = asyncio.get_running_loop()
         hup = getattr(signal, "SIGHUP", None)
         # SIGHUP reopens the store in fresh workers (to see what a writer added); signal
@@ -331,10 +354,31 @@ class SparqlService:
             yield
         finally:
             await self.pool.close()
+            self._remove_snapshot(self.snapshot)
+
+    def _remove_snapshot(self, path: Path | None) -> None:
+        if path is not None and self.snapshots is not None:
+            self.snapshots.remove(path)
 
     def _reload(self) -> None:
-        log.info("SIGHUP: reopening the store in fresh workers")
-        self.pool.reload()
+        log.info("SIGHUP: serving a fresh snapshot of the store")
+        self._reload_task = asyncio.ensure_future(self.refresh())
+
+    async def refresh(self) -> None:
+        """Serve the store as it is now: a new snapshot, new workers; the old snapshot goes
+        once the old workers (busy ones finish their query first) have exited."""
+        if self.snapshots is None:
+            self.pool.reload()
+            return
+        try:
+            new = await self._take_snapshot()
+        except OSError as exc:
+            log.error("reload failed, still serving the previous snapshot: %s", exc)
+            return
+        old, self.snapshot = self.snapshot, new
+        generation = self.pool.reload(str(new))
+        await self.pool.wait_gone(generation, self.settings.timeout + 30)
+        self._remove_snapshot(old)
 
 
 def setup_logging() -> None:

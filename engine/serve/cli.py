@@ -98,6 +98,7 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
                f"timeout {timeout:g} s", err=True)
     options = dict(
         host=host, port=port, lifespan="on", access_log=access_log, log_level="info", server_header=False,
+        proxy_headers=False,  # no proxy is trusted by default; client addresses are only logged
         # h11 bounds the request line and headers; leave room for a GET query up to the limit
         h11_max_incomplete_event_size=max_request_bytes + 64 * 1024,
     )

@@ -7,15 +7,16 @@ and then Python never touches a row (per-row Python costs several times the quer
 lookups: measured). When a cap is hit, the caller runs the query again through the exact
 path here: rows are written in Python (checked against pyoxigraph's own output in the tests)
 and cut at the last row that fits. A cut document is still valid; the caller reports the cut
-in a header, and formats with comments or a free key (JSON, XML, Turtle, N-Triples) also say
-it in-band. CONSTRUCT triples in the pretty formats are cut and then serialised by pyoxigraph."""
+in a header, and it is also said in-band where a format has room: JSON and XML results in
+``head/link`` (``urn:kgengine:truncated:max-rows=N``), Turtle and N-Triples in a trailing
+comment. CONSTRUCT triples in the pretty formats are cut, then serialised by pyoxigraph."""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,9 @@ SOLUTION_OFFERS = _offers(
     ("application/xml", "xml", "application/xml"),
     ("text/xml", "xml", "text/xml"),
 )
-BOOLEAN_OFFERS = SOLUTION_OFFERS
+# CSV and TSV have no boolean form: an ASK asked for as CSV gets JSON (clients such as rdflib
+# pick their parser from the response's Content-Type, so they still read it right)
+BOOLEAN_OFFERS = tuple(o for o in SOLUTION_OFFERS if o.fmt in ("json", "xml"))
 GRAPH_OFFERS = _offers(
     ("text/turtle", "turtle", "text/turtle; charset=utf-8"),
     ("application/n-triples", "ntriples", "application/n-triples"),
@@ -299,12 +302,19 @@ class Body:
 
 
 def _capped(
-    head: str, rows: Iterator[str], tail: str, cut_tail: str, max_rows: int, max_bytes: int
+    head: str,
+    rows: Iterator[str],
+    tail: str,
+    max_rows: int,
+    max_bytes: int,
+    marked: Callable[[str], tuple[str, str]] | None = None,
 ) -> Body:
     """Join ``head``, the row chunks and ``tail``, stopping before the row that would pass a
-    cap; a cut document ends with ``cut_tail`` instead (the tail plus the in-band marker)."""
+    cap; ``marked(reason)`` gives the head and tail of a cut document, carrying the in-band
+    marker (room for the longer variant is kept from the start, so the cap holds)."""
+    variants = [(head, tail)] + ([marked("rows"), marked("bytes")] if marked else [])
+    size = max(len(h.encode()) + len(t.encode()) for h, t in variants)
     parts = [head]
-    size = len(head.encode()) + max(len(tail.encode()), len(cut_tail.encode()))
     count = 0
     truncated: str | None = None
     for chunk in rows:
@@ -318,12 +328,20 @@ def _capped(
         parts.append(chunk)
         size += chunk_size
         count += 1
-    parts.append(cut_tail if truncated else tail)
+    if truncated and marked:
+        parts[0], tail = marked(truncated)
+    parts.append(tail)
     return Body("".join(parts).encode(), count, truncated)
 
 
-def _note(max_rows: int, max_bytes: int) -> str:
-    return f"truncated by the server at --max-rows {max_rows} / --max-bytes {max_bytes}"
+def cap_text(reason: str, max_rows: int, max_bytes: int) -> str:
+    """``max-rows=N`` or ``max-bytes=N``: the cap that cut a result (also the header value)."""
+    return f"max-rows={max_rows}" if reason == "rows" else f"max-bytes={max_bytes}"
+
+
+def _marker_iri(reason: str, max_rows: int, max_bytes: int) -> str:
+    # the results formats' own slot for metadata about the results: head/link
+    return f"urn:kgengine:truncated:{cap_text(reason, max_rows, max_bytes)}"
 
 
 def serialize_solutions(
@@ -335,9 +353,12 @@ def serialize_solutions(
 ) -> Body:
     """SPARQL 1.1 results (JSON, XML, CSV, TSV) for ``solutions`` (pyoxigraph QuerySolution
     or any sequence of terms / None in ``variables`` order)."""
-    note = _note(max_rows, max_bytes)
     if fmt == "json":
-        head = json.dumps({"head": {"vars": list(variables)}}, separators=(",", ":"))[:-1]
+        def json_head(link: list[str] | None) -> str:
+            head: dict[str, Any] = {"vars": list(variables)}
+            if link:
+                head["link"] = link
+            return json.dumps({"head": head}, separators=(",", ":"))[:-1] + ',"results":{"bindings":['
 
         def json_rows() -> Iterator[str]:
             sep = ""
@@ -347,15 +368,17 @@ def serialize_solutions(
                 yield sep + json.dumps(binding, separators=(",", ":"), ensure_ascii=False)
                 sep = ","
 
-        # the marker is an extra top-level key, which SPARQL JSON readers ignore
-        cut = f"]}},\"truncated\":{json.dumps(note)}}}"
-        return _capped(head + ',"results":{"bindings":[', json_rows(), "]}}", cut, max_rows, max_bytes)
+        def json_marked(reason: str) -> tuple[str, str]:
+            return json_head([_marker_iri(reason, max_rows, max_bytes)]), "]}}"
+
+        return _capped(json_head(None), json_rows(), "]}}", max_rows, max_bytes, json_marked)
     if fmt == "xml":
-        head = (
-            '<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>'
-            + "".join(f'<variable name="{_xml_attr(v)}"/>' for v in variables)
-            + "</head><results>"
-        )
+        def xml_head(link: str) -> str:
+            return (
+                '<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>'
+                + "".join(f'<variable name="{_xml_attr(v)}"/>' for v in variables)
+                + link + "</head><results>"
+            )
 
         def xml_rows() -> Iterator[str]:
             for solution in solutions:
@@ -365,22 +388,25 @@ def serialize_solutions(
                     if t is not None
                 ) + "</result>"
 
-        cut = f"</results><!-- {note} --></sparql>"
-        return _capped(head, xml_rows(), "</results></sparql>", cut, max_rows, max_bytes)
+        def xml_marked(reason: str) -> tuple[str, str]:
+            link = f'<link href="{_xml_attr(_marker_iri(reason, max_rows, max_bytes))}"/>'
+            return xml_head(link), "</results></sparql>"
+
+        return _capped(xml_head(""), xml_rows(), "</results></sparql>", max_rows, max_bytes, xml_marked)
     if fmt == "csv":
         def csv_rows() -> Iterator[str]:
             for solution in solutions:
                 yield ",".join(_csv_field(t) for t in solution) + "\r\n"
 
         head = ",".join(_csv_field(ox.Literal(v)) for v in variables) + "\r\n"
-        return _capped(head, csv_rows(), "", "", max_rows, max_bytes)
+        return _capped(head, csv_rows(), "", max_rows, max_bytes)
     if fmt == "tsv":
         def tsv_rows() -> Iterator[str]:
             for solution in solutions:
                 yield "\t".join("" if t is None else _tsv_term(t) for t in solution) + "\n"
 
         head = "\t".join(f"?{v}" for v in variables) + "\n"
-        return _capped(head, tsv_rows(), "", "", max_rows, max_bytes)
+        return _capped(head, tsv_rows(), "", max_rows, max_bytes)
     raise ValueError(f"unknown results format {fmt!r}")
 
 
@@ -393,17 +419,20 @@ def serialize_boolean(fmt: str, value: bool) -> Body:
             '<?xml version="1.0"?><sparql xmlns="http://www.w3.org/2005/sparql-results#">'
             f"<head></head><boolean>{text}</boolean></sparql>"
         )
-    else:  # CSV and TSV define no boolean form; a bare token is what Oxigraph sends
-        data = text
+    else:
+        raise ValueError(f"no boolean form in {fmt!r}")
     return Body(data.encode(), 1)
 
 
 def serialize_triples(fmt: str, triples: Iterable[ox.Triple], max_rows: int, max_bytes: int) -> Body:
     """CONSTRUCT/DESCRIBE results: at most ``max_rows`` triples and ``max_bytes`` bytes."""
-    note = _note(max_rows, max_bytes)
+
+    def comment(reason: str) -> str:
+        return f"# truncated by the server: {cap_text(reason, max_rows, max_bytes)}\n"
+
     if fmt == "ntriples":
         lines = (f"{t} .\n" for t in triples)
-        return _capped("", lines, "", f"# {note}\n", max_rows, max_bytes)
+        return _capped("", lines, "", max_rows, max_bytes, lambda reason: ("", comment(reason)))
     kept: list[ox.Triple] = []
     truncated: str | None = None
     for triple in triples:
@@ -420,5 +449,5 @@ def serialize_triples(fmt: str, triples: Iterable[ox.Triple], max_rows: int, max
         truncated = "bytes"
         data = ox.serialize(kept, format=rdf_format)
     if truncated and fmt == "turtle":
-        data += f"# {note}\n".encode()
+        data += comment(truncated).encode()
     return Body(data, len(kept), truncated)

@@ -1,10 +1,12 @@
 """A pool of query worker processes, driven from the event loop.
 
 Each job goes to an idle worker over its pipes; the event loop only waits on the pipe, so
-it never blocks. A job that passes its timeout (or its worker's memory limit, or whose
-client went away) gets its worker killed with SIGKILL, which is the one way to stop a
-pyoxigraph query; a fresh worker is started in the background to take its place. Busy
-workers are never shared, so a runaway query costs one worker for at most the timeout."""
+it never blocks. One watchdog task looks at the running jobs a few times a second: a job
+past its timeout (or over the memory limit, or whose client went away) gets its worker
+killed with SIGKILL, which is the one way to stop a pyoxigraph query (signals are not seen
+while Rust evaluates: measured); a fresh worker is started in the background to take its
+place. Busy workers are never shared, so a runaway query costs one worker for at most the
+timeout and nobody else's query waits behind it."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -27,7 +29,7 @@ log = logging.getLogger("kgengine.serve")
 
 _LEN = struct.Struct(">I")
 START_TIMEOUT_S = 60.0  # opening a large store read-only can take a while
-POLL_S = 0.25  # how often a running job's memory and client are checked
+WATCH_S = 0.25  # the watchdog's period: timeouts are enforced to within this
 RESPAWN_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -147,6 +149,13 @@ class Worker:
         await self.kill()
 
 
+@dataclass(eq=False)
+class _Running:
+    deadline: float
+    disconnected: Callable[[], Awaitable[bool]] | None
+    reason: str = ""  # set by the watchdog when it stops the job
+
+
 class WorkerPool:
     def __init__(self, store: str, size: int, *, writable: bool = False, max_memory_mb: int = 0,
                  max_queue: int = 1024) -> None:
@@ -163,6 +172,8 @@ class WorkerPool:
         self._waiters: deque[asyncio.Future[Worker]] = deque()
         self._workers: set[Worker] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._running: dict[Worker, _Running] = {}
+        self._alive: Counter[int] = Counter()  # live worker processes per generation
         self._closing = False
 
     # ---- life cycle ---------------------------------------------------------------------
@@ -175,6 +186,9 @@ class WorkerPool:
             _Channel, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
         )
         worker = Worker(transport, channel, self.generation)
+        generation = self.generation
+        self._alive[generation] += 1
+        channel.exited.add_done_callback(lambda _: self._alive.subtract([generation]))
         try:
             # the worker's first frame, unasked, says whether it opened the store
             header, _ = await asyncio.wait_for(asyncio.shield(channel.waiter), START_TIMEOUT_S)
@@ -202,6 +216,7 @@ class WorkerPool:
         if errors:
             raise StartError(str(errors[0]))
         self.opened_at = time.time()
+        self._background(self._watch())
 
     def _background(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
@@ -232,9 +247,13 @@ class WorkerPool:
         if not self._closing:
             self._background(self._respawn(self.generation))
 
-    def reload(self) -> None:
-        """Move to freshly opened workers (they see the store as it is now): idle workers
-        leave at once, busy ones when their job ends; their replacements start now."""
+    def reload(self, store: str | None = None) -> int:
+        """Move to freshly opened workers (of ``store``, if given): idle workers leave at
+        once, busy ones when their job ends; their replacements start now. Returns the
+        generation left behind (see :meth:`wait_gone`)."""
+        old = self.generation
+        if store is not None:
+            self.store = store
         self.generation += 1
         self.counters["reloads"] += 1
         idle, self._idle = self._idle, []
@@ -244,6 +263,16 @@ class WorkerPool:
         for _ in range(self.size):
             self._background(self._respawn(self.generation))
         self.opened_at = time.time()
+        return old
+
+    async def wait_gone(self, generation: int, limit: float) -> bool:
+        """Wait (up to ``limit`` s) until no process of ``generation`` is left."""
+        deadline = time.monotonic() + limit
+        while self._alive[generation] > 0:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
 
     async def close(self) -> None:
         self._closing = True
@@ -308,50 +337,67 @@ class WorkerPool:
         free worker has its own bound of the same length)."""
         worker = await self._acquire(timeout)
         self.counters["jobs"] += 1
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        reply = worker.call(job)
-        reason = ""
+        running = _Running(asyncio.get_running_loop().time() + timeout, disconnected)
+        self._running[worker] = running
         try:
-            while True:
-                remaining = deadline - loop.time()
-                done, _ = await asyncio.wait({reply}, timeout=max(min(POLL_S, remaining), 0))
-                if done:
-                    break
-                if loop.time() >= deadline:
-                    reason = "timeout"
-                elif self.max_memory_mb and worker.private_memory_mb() > self.max_memory_mb:
-                    reason = "memory"
-                elif disconnected is not None and await disconnected():
-                    reason = "disconnect"
-                if reason:
-                    break
+            result = await worker.call(job)
+        except ConnectionError:  # the watchdog killed it, or it died
+            await self._discard(worker)
+            if running.reason:
+                raise self._stopped(running.reason, timeout) from None
+            self.counters["crashes"] += 1
+            log.error("query worker %s died during a job (exit status %s)", worker.pid,
+                      worker.transport.get_returncode())
+            raise WorkerFailed("the query worker crashed; the query was not answered") from None
         except BaseException:  # cancelled from outside: a worker mid-job must not be reused
-            reply.cancel()
             await self._discard(worker)
             raise
-        if reason:
-            reply.cancel()
-            await self._discard(worker)
-            if reason == "timeout":
-                self.counters["timeouts"] += 1
-                raise Stopped(f"query timed out after {timeout:g} s and was stopped "
-                              "(the server's --timeout)", reason)
-            if reason == "memory":
-                self.counters["memory_kills"] += 1
-                raise Stopped(f"query stopped: it used more than {self.max_memory_mb} MiB "
-                              "(the server's --max-memory)", reason)
-            self.counters["disconnects"] += 1
-            raise Stopped("client disconnected; query stopped", reason)
-        try:
-            result = reply.result()
-        except ConnectionError as exc:
-            self.counters["crashes"] += 1
-            log.error("query worker %s died during a job: %r", worker.pid, exc)
-            await self._discard(worker)
-            raise WorkerFailed("the query worker crashed; the query was not answered") from None
+        finally:
+            self._running.pop(worker, None)
         self._release(worker)
         return result
+
+    def _stopped(self, reason: str, timeout: float) -> Stopped:
+        if reason == "timeout":
+            self.counters["timeouts"] += 1
+            return Stopped(f"query timed out after {timeout:g} s and was stopped (the server's --timeout)",
+                           reason)
+        if reason == "memory":
+            self.counters["memory_kills"] += 1
+            return Stopped(f"query stopped: it used more than {self.max_memory_mb} MiB "
+                           "(the server's --max-memory)", reason)
+        self.counters["disconnects"] += 1
+        return Stopped("client disconnected; query stopped", reason)
+
+    async def _watch(self) -> None:
+        """Stop the jobs that are past a limit (one timer for all jobs, not one per job)."""
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            await asyncio.sleep(WATCH_S)
+            try:
+                await self._check(loop.time())
+            except Exception:  # the watchdog must outlive any one bad check
+                log.exception("watchdog check failed")
+
+    async def _check(self, now: float) -> None:
+        for worker, running in list(self._running.items()):
+            if running.reason:
+                continue
+            if now >= running.deadline:
+                running.reason = "timeout"
+            elif self.max_memory_mb and (used := worker.private_memory_mb()) > self.max_memory_mb:
+                log.warning("query worker %s uses %.0f MiB (limit %d MiB)", worker.pid, used,
+                            self.max_memory_mb)
+                running.reason = "memory"
+            elif running.disconnected is not None and await running.disconnected():
+                # the await let other jobs run: this one may have finished (a finished
+                # request also reads as disconnected) and its worker moved on to another
+                if self._running.get(worker) is not running:
+                    continue
+                running.reason = "disconnect"
+            if running.reason and worker.alive:
+                # the pending call then fails with ConnectionError and run() reports why
+                worker.transport.kill()
 
     def status(self) -> dict[str, Any]:
         alive = [w for w in self._workers if w.alive and w.generation == self.generation]

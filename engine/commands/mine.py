@@ -1,0 +1,195 @@
+"""``kgengine mine`` (AMIE 3 rule mining) and ``kgengine groundings`` (substitutions of a rule)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import click
+from kgengine.cli_common import connect, graph_option, show_progress, store_option
+from kgengine.errors import GraphNotFoundError, KGEngineError
+from kgengine.mining.groundings import HeadFilter, groundings
+from kgengine.mining.io import AMIE_COLUMNS, MinedRule, write_json, write_tsv
+from kgengine.mining.rules import RuleType, parse_rule
+from kgengine.mining.search import HeadResult, Miner, MiningOptions
+from kgengine.progress import progress_bar
+from kgengine.store import KGStore
+from rich.console import Console
+from rich.table import Table
+
+
+def resolve_graph(store: KGStore, graph: str | None) -> str:
+    """The graph to work on: ``--graph``, or the store's only graph; it must hold triples."""
+    infos = store.graphs()
+    if graph is None:
+        if len(infos) != 1:
+            known = ", ".join(i.name for i in infos) or "none"
+            raise KGEngineError(f"choose a graph with --graph (graphs in {store.location}: {known})")
+        graph = infos[0].name
+    info = store.graph_info(graph)
+    if info is None:
+        known = ", ".join(i.name for i in infos) or "none"
+        raise GraphNotFoundError(f"no graph {graph!r} in {store.location} (graphs: {known})")
+    if info.status != "complete":
+        raise KGEngineError(f"graph {graph!r} is incomplete (an interrupted load); reload it")
+    if info.triples == 0:
+        raise KGEngineError(f"graph {graph!r} has no triples")
+    return graph
+
+
+def make_engine(store: KGStore, graph: str, engine: str):  # noqa: ANN201 - a CountingEngine
+    if engine == "query":
+        from kgengine.mining.query_engine import QueryEngine
+
+        return QueryEngine(store, graph)
+    from kgengine.mining.matrix import KGIndex, MatrixEngine
+
+    return MatrixEngine(KGIndex(store.triples(graph)))
+
+
+def summary_table(rules: list[MinedRule]) -> Table:
+    counts = Counter(r.rule_type for r in rules)
+    table = Table("rule type", "rules", title="mined rules by type")
+    for kind in RuleType:
+        table.add_row(str(kind), str(counts.get(kind, 0)))
+    table.add_row("total", str(len(rules)), style="bold")
+    return table
+
+
+def _write_atomically(path: Path, write) -> None:  # noqa: ANN001 - writer(path)
+    """Write to a temporary sibling and rename: an interrupted run never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@click.command()
+@store_option
+@graph_option()
+@click.option("--min-conf", type=float, default=0.3, show_default=True,
+              help="Minimum standard confidence of an output rule.")
+@click.option("--min-pca", type=float, default=0.4, show_default=True,
+              help="Minimum PCA confidence of an output rule.")
+@click.option("--min-hc", type=float, default=0.1, show_default=True,
+              help="Minimum head coverage of any rule explored (AMIE's pruning threshold).")
+@click.option("--max-len", type=int, default=3, show_default=True,
+              help="Maximum rule length in atoms, head included (AMIE's -maxad).")
+@click.option("--min-initial-support", type=int, default=100, show_default=True,
+              help="Relations with fewer facts are never heads (AMIE's -minis).")
+@click.option("--engine", "engine_name", type=click.Choice(["matrix", "query"]), default="matrix",
+              show_default=True,
+              help="matrix: sparse-matrix counting on an in-memory index; query: counting "
+              "queries run by the store (SPARQL on Oxigraph, Cypher on Neo4j).")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="Head relations mined in parallel (worker processes for the matrix engine).")
+@click.option("--constants", is_flag=True, help="Also add instantiated atoms (AMIE's -const).")
+@click.option("--no-skyline", is_flag=True,
+              help="Output rules even when a more general rule has at least their PCA confidence.")
+@click.option("--recursivity-limit", type=int, default=3, show_default=True,
+              help="Maximum occurrences of one relation in a rule (AMIE's -rl).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="AMIE 3 TSV of the rules [default: standard output].")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the rules, their measures and rule types as JSON.")
+def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca: float,
+         min_hc: float, max_len: int, min_initial_support: int, engine_name: str, threads: int,
+         constants: bool, no_skyline: bool, recursivity_limit: int, output: Path | None,
+         json_path: Path | None) -> None:
+    """Mine Horn rules with AMIE 3's semantics (support, head coverage, standard and PCA
+    confidence) and write them in AMIE 3's TSV format."""
+    options = MiningOptions(
+        min_conf=min_conf, min_pca=min_pca, min_hc=min_hc, max_len=max_len,
+        min_initial_support=min_initial_support, skyline=not no_skyline, constants=constants,
+        recursivity_limit=recursivity_limit, threads=threads,
+    )
+    options.validate()  # bad thresholds fail before the store is touched
+    started = time.perf_counter()
+    store = connect(store_location)
+    try:
+        name = resolve_graph(store, graph)
+        engine = make_engine(store, name, engine_name)
+        miner = Miner(engine, options)
+        heads = miner.heads()
+        with progress_bar(f"mining {name}", total=len(heads), enabled=show_progress()) as bar:
+
+            def done(result: HeadResult) -> None:
+                bar.update(description=f"mining {name}: {result.relation} ({len(result.rules)} rules)")
+                bar.advance()
+
+            try:
+                results = miner.mine(done)
+            except KeyboardInterrupt:
+                raise click.ClickException("interrupted: no rules written") from None
+    finally:
+        store.close()
+    rules = [rule for result in results for rule in result.rules]
+    seconds = time.perf_counter() - started
+    meta = {
+        "graph": name, "engine": engine_name, "options": options.__dict__,
+        "heads": len(heads), "rules": len(rules), "seconds": round(seconds, 3),
+    }
+    if output is None:
+        sys.stdout.write("\t".join(AMIE_COLUMNS) + "\n")
+        for rule in rules:
+            sys.stdout.write("\t".join(rule.tsv_row()) + "\n")
+    else:
+        _write_atomically(output, lambda p: write_tsv(rules, p))
+    if json_path is not None:
+        _write_atomically(json_path, lambda p: write_json(rules, p, meta))
+    console = Console(stderr=output is None)
+    console.print(summary_table(rules))
+    console.print(f"{len(rules)} rules from {len(heads)} head relations of graph {name!r} "
+                  f"in {seconds:.1f} s ({engine_name} engine)"
+                  + (f"; written to {output}" if output else ""))
+
+
+@click.command(name="groundings")
+@click.argument("rule_text", metavar="RULE")
+@store_option
+@graph_option()
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N substitutions.")
+@click.option("--with-head", "head", flag_value="with",
+              help="Only groundings whose head is a fact too (the rule's support).")
+@click.option("--without-head", "head", flag_value="without",
+              help="Only groundings whose head is missing (the rule's predictions).")
+@click.option("--any-head", "head", flag_value="any", default=True,
+              help="Every grounding of the body [default].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def groundings_command(rule_text: str, store_location: str | None, graph: str | None,
+                      limit: int | None, head: str, as_json: bool) -> None:
+    """Substitutions that make every body atom of RULE a fact, found by running the rule body
+    as a query. RULE is ``rel(?x,?y) & ... => h(?x,?y)`` or AMIE's ``?x rel ?y ... => ?x h ?y``."""
+    try:
+        rule = parse_rule(rule_text)
+    except ValueError as exc:
+        raise KGEngineError(f"cannot parse rule: {exc}") from None
+    if not rule.is_connected:
+        raise KGEngineError(f"rule {rule} is not connected")
+    store = connect(store_location)
+    try:
+        name = resolve_graph(store, graph)
+        rows = groundings(store, name, rule, head=HeadFilter(head), limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({"rule": str(rule), "graph": name, "groundings": rows}, indent=1))
+        return
+    columns = list(rows[0]) if rows else [v.lstrip("?") for v in _variables(rule)]
+    table = Table(*columns, title=f"{rule}  ({len(rows)} groundings)")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    Console().print(table)
+
+
+def _variables(rule) -> list[str]:  # noqa: ANN001 - a Rule
+    seen: list[str] = []
+    for atom in (rule.head, *rule.body):
+        seen.extend(v for v in atom.variables if v not in seen)
+    return seen
