@@ -28,14 +28,14 @@ def test_neo4j_build_equals_the_oxigraph_build(neo4j_server, neo4j_store, tmp_pa
     graph = neo4j_server.graph("brink-source")
     neo4j_store.load(graph, facts, dataset="family", replace=True)
     # rule shapes of the reference: inversions, compositions and "other" (two-atom) rules
-    rules = read_rules(AMIE_RULES)[:20]
-    options = BuildOptions(groundings_per_rule=10)
+    rules = read_rules(AMIE_RULES)[:10]
+    options = BuildOptions(groundings_per_rule=6)
     with OxigraphStore(str(tmp_path / "store")) as oxigraph:
         oxigraph.load(graph, facts, dataset="family")
         ox = build_brink(oxigraph, graph, rules, tmp_path / "ox", options)
     neo = build_brink(neo4j_store, graph, rules, tmp_path / "neo",
                       replace(options, load_as=neo4j_server.graph("brink"), replace=True))
-    assert ox.stats["questions"]["total"] > 50
+    assert ox.stats["questions"]["total"] > 20
     for name in COMPARED:
         assert (tmp_path / "ox" / name).read_bytes() == (tmp_path / "neo" / name).read_bytes(), name
     assert neo.answerability.fraction == 1.0 and neo.answerability.checked == len(neo.removal.kept)

@@ -51,7 +51,7 @@ def test_items_per_triple_or_per_grounding() -> None:
     assert [(i.triple, i.paths) for i in per_triple] == [(a.head, (a, b)), (c.head, (c,))]
     per_grounding = make_items([a, b, c], QuestionUnit.GROUNDING, 0)
     assert [i.paths for i in per_grounding] == [(a,), (b,), (c,)]
-    assert per_grounding[0].direction == per_grounding[1].direction  # same triple, same coin
+    assert per_grounding == make_items([a, b, c], QuestionUnit.GROUNDING, 0)
     for i in per_triple:
         assert {i.topic, i.answer} == {i.triple.head, i.triple.tail}
         assert i.answer == (i.triple.tail if i.direction == Direction.FORWARD else i.triple.head)

@@ -96,7 +96,7 @@ def test_fast_path_agrees_with_exact_path(values: list[str], max_rows: int, max_
     """Whenever the Rust fast path accepts a result, it is within both caps, and the exact
     path finds the same rows without truncation (the row markers never under-count)."""
     store = ox.Store()
-    rows = " ".join(ox.Literal(v).__str__() for v in values)
+    rows = " ".join(str(ox.Literal(v)) for v in values)
     query = f"SELECT ?v WHERE {{ VALUES ?v {{ {rows} }} }}"
     fast = formats.serialize_fast(store.query(query), fmt, max_rows, max_bytes)
     variables, result = _solutions(store, query)

@@ -67,6 +67,7 @@ class BuildOptions:
     seed: int = 0
     labels: LabelMode = LabelMode.PRIVATE
     relation_labels: Mapping[str, str] = field(default_factory=dict)
+    max_candidates: int | None = 200_000  # per rule, for the uniform sample (None: no cap)
     workers: int = 1  # concurrent grounding queries
     load_as: str | None = None  # load <name>-complete / <name>-incomplete into the store
     replace: bool = False  # replace those graphs if they exist
@@ -94,40 +95,48 @@ def _noop(_: str) -> None:
     pass
 
 
-# ---- groundings ---------------------------------------------------------------------------
+# ---- groundings ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RuleSelection:
+    selected: list[Grounding]
+    candidates: int | None  # groundings with body and head in the KG; None: not all counted
+    capped: bool = False  # more than max_candidates: sampled from the first max_candidates
+
+
 def rule_groundings(store: KGStore, graph: str, index: int, rule: Rule, options: BuildOptions
-                    ) -> tuple[list[Grounding], int | None]:
-    """The selected groundings of one rule and how many candidates there were (None when
-    ``first`` selection stopped early and never counted them all)."""
+                    ) -> RuleSelection:
     n = options.groundings_per_rule
     rng = rule_rng(options.seed, rule)
     if options.selection == Selection.SAMPLE:
-        rows = groundings(store, graph, rule, head=HeadFilter.WITH)
-        candidates = [ground(index, rule, row) for row in rows]
-        return select(candidates, n, options.selection, rng), len(candidates)
+        # a uniform sample needs every grounding; past max_candidates the rows would not fit
+        # in memory, so the sample comes from the first max_candidates in query order
+        cap = options.max_candidates
+        rows = groundings(store, graph, rule, head=HeadFilter.WITH, limit=cap + 1 if cap else None)
+        capped = cap is not None and len(rows) > cap
+        candidates = [ground(index, rule, row) for row in (rows[:cap] if capped else rows)]
+        return RuleSelection(select(candidates, n, options.selection, rng),
+                             None if capped else len(candidates), capped)
     # first N in query order: fetch a little more than N, more again if self-body
     # groundings (skipped) leave fewer than N eligible
     limit = n * 2
     while True:
         rows = groundings(store, graph, rule, head=HeadFilter.WITH, limit=limit)
-        candidates = [ground(index, rule, row) for row in rows]
-        chosen = select(candidates, n, options.selection, rng)
+        chosen = select([ground(index, rule, row) for row in rows], n, options.selection, rng)
         if len(chosen) >= n or len(rows) < limit:
-            return chosen, (len(rows) if len(rows) < limit else None)
+            return RuleSelection(chosen, len(rows) if len(rows) < limit else None)
         limit *= 4
 
 
 def all_groundings(store: KGStore, graph: str, rules: Sequence[Rule], options: BuildOptions,
-                   progress: bool) -> tuple[list[list[Grounding]], list[int | None]]:
+                   progress: bool) -> list[RuleSelection]:
     with progress_bar("grounding rules", total=len(rules), enabled=progress) as bar:
-        def one(item: tuple[int, Rule]) -> tuple[list[Grounding], int | None]:
+        def one(item: tuple[int, Rule]) -> RuleSelection:
             result = rule_groundings(store, graph, item[0], item[1], options)
             bar.advance()
             return result
 
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
-            results = list(pool.map(one, enumerate(rules)))
-    return [r[0] for r in results], [r[1] for r in results]
+            return list(pool.map(one, enumerate(rules)))
 
 
 # ---- questions ----------------------------------------------------------------------------
@@ -196,23 +205,24 @@ MEASURES = ("support", "head_coverage", "std_confidence", "pca_confidence", "bod
             "pca_body_size", "functional_variable")
 
 
-def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selected: Sequence[Sequence[Grounding]],
-                candidates: Sequence[int | None], kept: Sequence[Grounding],
-                questions: Counter[int]) -> None:
+def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selections: Sequence[RuleSelection],
+                kept: Sequence[Grounding], questions: Counter[int]) -> None:
     """rules.tsv: the reference's body/head columns (so ``kgengine.mining.io.read_rules``
     reads it back), the AMIE measures when the rules came with them, and what each rule
-    contributed: candidate groundings, selected, kept, distinct removed triples, questions."""
+    contributed: candidate groundings (blank: not all counted), whether the sample was capped,
+    selected, kept, distinct removed triples, questions."""
     kept_by_rule = Counter(g.rule for g in kept)
     removed_by_rule = Counter(rule for rule, _ in {(g.rule, g.head) for g in kept})
-    header = ["rule_index", "body", "head", "rule_type", *MEASURES, "groundings", "selected",
-              "kept", "removed", "questions"]
+    header = ["rule_index", "body", "head", "rule_type", *MEASURES, "groundings", "capped",
+              "selected", "kept", "removed", "questions"]
     lines = ["\t".join(header)]
     for i, item in enumerate(inputs):
         rule = item.rule if isinstance(item, MinedRule) else item
         measures = [str(getattr(item, k)) if isinstance(item, MinedRule) else "" for k in MEASURES]
         lines.append("\t".join([
             str(i), " & ".join(str(a) for a in rule.body), str(rule.head), rule.rule_type.value,
-            *measures, "" if candidates[i] is None else str(candidates[i]), str(len(selected[i])),
+            *measures, "" if selections[i].candidates is None else str(selections[i].candidates),
+            "yes" if selections[i].capped else "", str(len(selections[i].selected)),
             str(kept_by_rule[i]), str(removed_by_rule[i]), str(questions[i]),
         ]))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -248,8 +258,8 @@ def build_brink(
     complete = set(store.triples(graph))
     log(f"{graph}: {len(complete):,} triples, {len(rules):,} rules")
 
-    selected, candidates = all_groundings(store, graph, rules, options, progress)
-    removal = remove(g for per_rule in selected for g in per_rule)
+    selections = all_groundings(store, graph, rules, options, progress)
+    removal = remove(g for s in selections for g in s.selected)
     incomplete = complete - set(removal.removed)
     problems = removal_violations(complete, incomplete, removal)
     if problems:  # a bug, never bad input: say what broke
@@ -300,13 +310,13 @@ def build_brink(
         count = len(splits[name])
         write_jsonl(out_dir / f"questions_{name}.jsonl", question_records[position:position + count])
         position += count
-    write_rules(out_dir / "rules.tsv", inputs, selected, candidates, removal.kept,
+    write_rules(out_dir / "rules.tsv", inputs, selections, removal.kept,
                 Counter(item.paths[0].rule for item in ordered))
 
     answerability = _answerability(store, graph, info.dataset, rules, removal, complete, incomplete,
                                    surface, options, out_dir, progress, log)
 
-    stats = _stats(store, graph, info.dataset, options, writer, rules, selected, candidates, removal,
+    stats = _stats(store, graph, info.dataset, options, writer, rules, selections, removal,
                    complete, incomplete, splits, items, askable, balanced, question_records, texts,
                    answerability, started)
     (out_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
@@ -323,8 +333,8 @@ def build_brink(
 
 
 def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
-           writer: LLMQuestionWriter | None, rules: Sequence[Rule], selected: Sequence[Sequence[Grounding]],
-           candidates: Sequence[int | None], removal: Removal, complete: set[Triple],
+           writer: LLMQuestionWriter | None, rules: Sequence[Rule], selections: Sequence[RuleSelection],
+           removal: Removal, complete: set[Triple],
            incomplete: set[Triple], splits: Mapping[str, Sequence[QuestionItem]],
            items: Sequence[QuestionItem], askable: Sequence[QuestionItem],
            balanced: Sequence[QuestionItem], records: Sequence[Mapping[str, Any]],
@@ -339,11 +349,13 @@ def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
         "settings": options.settings() | {"questions": "llm" if writer else "template"},
         "rules": {
             "by_type": rule_type_counts(rules),
-            "with_groundings": sum(1 for s in selected if s),
+            "with_groundings": sum(1 for s in selections if s.selected),
             "contributing_questions": len({item.paths[0].rule for item in balanced}),
         },
         "groundings": {
-            "candidates": None if None in candidates else sum(c or 0 for c in candidates),
+            "candidates": (None if any(s.candidates is None for s in selections)
+                           else sum(s.candidates or 0 for s in selections)),
+            "capped_rules": sum(1 for s in selections if s.capped),
             "selected": len(removal.selected),
             "conflicts": len(removal.conflicts),
             "kept": len(removal.kept),

@@ -62,6 +62,9 @@ def _workers(value: int | None, backend: str) -> int:
               show_default=True,
               help="sample: a seeded uniform sample of each rule's groundings; first: the first N "
                    "in the query's order (by entity id).")
+@click.option("--max-candidates", default=200_000, show_default=True, type=click.IntRange(min=1),
+              help="Per rule, the most groundings held to sample from; a rule with more samples "
+                   "from the first ones in query order (reported in rules.tsv and stats).")
 @click.option("--question-unit", type=click.Choice([u.value for u in QuestionUnit]), default="triple",
               show_default=True,
               help="One question per removed triple, or per kept grounding (the official code's "
@@ -94,11 +97,10 @@ def _workers(value: int | None, backend: str) -> int:
 @click.option("--replace", is_flag=True, help="With --load: replace those graphs if they exist.")
 def build_command(
     store_location: str | None, graph: str, rules_path: Path | None, max_len: int,
-    groundings_per_rule: int,
-    selection: str, question_unit: str, tau: float, seed: int, question_mode: str, labels: str,
-    relation_labels: Path | None, llm_base_url: str | None, llm_model: str | None,
-    llm_cache: Path | None, llm_workers: int, workers: int | None, out_dir: Path, load: bool,
-    load_as: str | None, replace: bool,
+    groundings_per_rule: int, selection: str, max_candidates: int, question_unit: str, tau: float,
+    seed: int, question_mode: str, labels: str, relation_labels: Path | None,
+    llm_base_url: str | None, llm_model: str | None, llm_cache: Path | None, llm_workers: int,
+    workers: int | None, out_dir: Path, load: bool, load_as: str | None, replace: bool,
 ) -> None:
     """Build a BRINK dataset from GRAPH: remove rule-inferable triples, write questions,
     balance, complete answer sets, split 8:1:1, check answerability, write OUTDIR."""
@@ -116,14 +118,15 @@ def build_command(
             click.echo(f"mined {len(rules):,} rules from {graph} (max length {max_len})", err=True)
         options = BuildOptions(
             groundings_per_rule=groundings_per_rule, selection=Selection(selection),
-            unit=QuestionUnit(question_unit), tau=tau, seed=seed, labels=LabelMode(labels),
+            max_candidates=max_candidates, unit=QuestionUnit(question_unit), tau=tau, seed=seed,
+            labels=LabelMode(labels),
             relation_labels=_relation_labels(relation_labels),
             workers=_workers(workers, store.backend),
             load_as=(load_as or f"{graph}-brink") if load else None, replace=replace,
         )
         result = build_brink(store, graph, rules, out_dir, options, writer=writer,
-                       llm_workers=llm_workers, progress=show_progress(),
-                       log=lambda m: click.echo(m, err=True))
+                             llm_workers=llm_workers, progress=show_progress(),
+                             log=lambda m: click.echo(m, err=True))
     finally:
         store.close()
     click.echo(markdown(result.stats))

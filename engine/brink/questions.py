@@ -55,16 +55,18 @@ class QuestionItem:
         return self.triple.tail if self.direction == Direction.FORWARD else self.triple.head
 
 
-def topic_direction(seed: int, triple: Triple) -> Direction:
-    """The seeded coin that picks the topic side for one removed triple."""
-    coin = random.Random(f"{seed}/topic/{triple.head}\t{triple.relation}\t{triple.tail}").random()
+def topic_direction(seed: int, triple: Triple, path: tuple[Triple, ...] = ()) -> Direction:
+    """The seeded coin that picks the topic side for one removed triple (and, one question
+    per grounding, for one of its paths: the official LLM chose per grounding too)."""
+    key = "\t".join(f"{h} {r} {t}" for h, r, t in (triple, *path))
+    coin = random.Random(f"{seed}/topic/{key}").random()
     return Direction.FORWARD if coin < 0.5 else Direction.INVERSE
 
 
 def make_items(kept: Sequence[Grounding], unit: QuestionUnit, seed: int) -> list[QuestionItem]:
     """Question items in first-seen order of the kept groundings."""
     if unit == QuestionUnit.GROUNDING:
-        return [QuestionItem(g.head, topic_direction(seed, g.head), (g,)) for g in kept]
+        return [QuestionItem(g.head, topic_direction(seed, g.head, g.body), (g,)) for g in kept]
     by_head: dict[Triple, list[Grounding]] = {}
     for g in kept:
         by_head.setdefault(g.head, []).append(g)
