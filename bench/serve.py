@@ -229,6 +229,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "serve.json")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()  # the machine may be shared: say how busy it was
     work = Path(tempfile.mkdtemp(prefix="kgengine-bench-serve-"))
     servers: list[subprocess.Popen[bytes]] = []
     try:
@@ -314,7 +315,7 @@ def main() -> None:
         "dataset": "fb15k-237", "triples": triples, "queries": QUERIES, "mix_weights": MIX,
         "clients": args.clients, "client_processes": args.client_procs, "duration_s": args.duration,
         "rounds": args.rounds, "kgengine_workers": args.workers, "http_processes": args.http_processes,
-        "load_average_after": os.getloadavg(),
+        "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
         "results": results, "lookup_ratio": lookup_ratio,

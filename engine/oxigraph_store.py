@@ -14,10 +14,11 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from itertools import chain, islice, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import pyoxigraph as ox
 from kgengine import terms
@@ -52,8 +53,13 @@ DELETE_BATCH = 20_000  # quads removed per batch when discarding a graph (bounde
 SPOOL_PREFIX = ".kgengine-spool-"  # temporary N-Quads in the store directory (no pipes)
 
 
+_LITERAL_SPECIALS = re.compile(r'[\\"\n\r]')
+
+
 def nt_literal(value: str) -> str:
     """An N-Triples string literal (escapes per the N-Triples grammar)."""
+    if _LITERAL_SPECIALS.search(value) is None:  # the common case: one C-level scan
+        return f'"{value}"'
     escaped = (
         value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     )
@@ -70,8 +76,13 @@ _NEEDS_ESCAPE = re.compile("[" + re.escape("".join(c for c, _ in _ASCII_ESCAPES)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
+@lru_cache(maxsize=65_536)
+def _quote_run(run: str) -> str:
+    return quote(run, safe="")
+
+
 def _quote_match(match: re.Match[str]) -> str:
-    return quote(match.group(), safe="")
+    return _quote_run(match.group())  # the same accented runs come back again and again
 
 
 def escape_block(block: str) -> str:
@@ -100,72 +111,76 @@ def _entity_iris(ordered: Sequence[str], chunk: int = 100_000) -> Iterator[str]:
 
 
 class _QuadWriter:
-    """Writes the N-Quads of a load to a binary stream: facts, then private ids and labels.
-    Keeps the entities met on the way as they are encoded in IRIs (a block is split once;
-    only the distinct ids are decoded, at the end)."""
+    """Writes the N-Quads of a load to a binary stream: facts, then private ids and labels,
+    keeping the set of entity ids met on the way."""
 
     def __init__(self, out: BinaryIO, graph: str) -> None:
         self.out = out
         self.lines = 0
-        self._encoded_entities: set[str] = set()
+        self._entities: set[str] = set()
         self._facts_end = f"> <{terms.graph_iri(graph)}> .\n"
         self._entities_end = f" <{terms.entities_graph_iri(graph)}> .\n"
 
-    def _write(self, text: str, lines: int, progress: Reporter = NO_PROGRESS) -> None:
+    def _write_text(self, text: str, lines: int, progress: Reporter = NO_PROGRESS) -> None:
         self.out.write(text.encode())
         self.lines += lines
         progress.advance(lines)
 
+    def _write(self, lines: list[str], progress: Reporter = NO_PROGRESS) -> None:
+        self._write_text("".join(lines), len(lines), progress)
+
     def add_triples(self, triples: TripleSource, progress: Reporter) -> None:
         subject, to_object = "<" + terms.ENTITY_NS, "> <" + terms.ENTITY_NS
         to_relation, end = "> <" + terms.RELATION_NS, self._facts_end
-        entities = self._encoded_entities
+        entities = self._entities
         if isinstance(triples, BlockSource):
             for block in triples.blocks():
-                enc = block_fields(escape_block(block))
-                entities.update(enc[0:-1:3])  # the last item is the '' after the final LF
-                entities.update(enc[2::3])
+                escaped = escape_block(block)
+                enc = block_fields(escaped)
+                raw = enc if escaped is block else block_fields(block)
+                entities.update(raw[0:-1:3])  # the last item is the '' after the final LF
+                entities.update(raw[2::3])
                 parts = zip(repeat(subject), enc[0::3], repeat(to_relation), enc[1::3],
                             repeat(to_object), enc[2::3], repeat(end))
-                self._write("".join(chain.from_iterable(parts)), len(enc) // 3, progress)
+                self._write_text("".join(chain.from_iterable(parts)), len(enc) // 3, progress)
             return
         encode = terms.encode_id
-        lines: list[str] = []
-        for head, relation, tail in triples:
-            h, t = encode(head), encode(tail)
-            entities.add(h)
-            entities.add(t)
-            lines.append(f"{subject}{h}{to_relation}{encode(relation)}{to_object}{t}{end}")
-            if len(lines) >= CHUNK_LINES:
-                self._write("".join(lines), len(lines), progress)
-                lines = []
-        self._write("".join(lines), len(lines), progress)
+        for chunk in _batched(triples, CHUNK_LINES):
+            for head, _, tail in chunk:
+                entities.add(head)
+                entities.add(tail)
+            self._write([f"{subject}{encode(h)}{to_relation}{encode(r)}{to_object}{encode(t)}{end}"
+                         for h, r, t in chunk], progress)
 
     def add_entities(self, labels: Iterable[tuple[str, str]], seed: int) -> None:
         """Private ids of every entity met, and the first label of each that has one
         (labels of entities not in the graph are skipped)."""
-        ordered = sorted(map(unquote, self._encoded_entities))
-        self._encoded_entities = set()
+        ordered = sorted(self._entities)
         private_iri = f"> <{_VOCAB}privateId> "
         end = self._entities_end
-        lines: list[str] = []
         pairs = zip(iter_private_ids(ordered, seed), _entity_iris(ordered), strict=True)
-        for (_, private), iri in pairs:
-            lines.append(f"<{iri}{private_iri}{nt_literal(private)}{end}")
-            if len(lines) >= CHUNK_LINES:
-                self._write("".join(lines), len(lines))
-                lines = []
-        unlabelled = set(ordered)
-        del ordered
-        entity_iri, label_iri = terms.entity_iri, f"> <{terms.RDFS_LABEL}> "
-        for entity, text in as_mapping(labels):
-            if entity in unlabelled:
-                unlabelled.discard(entity)
-                lines.append(f"<{entity_iri(entity)}{label_iri}{nt_literal(text)}{end}")
-                if len(lines) >= CHUNK_LINES:
-                    self._write("".join(lines), len(lines))
-                    lines = []
-        self._write("".join(lines), len(lines))
+        for chunk in _batched(pairs, CHUNK_LINES):
+            # private ids are letters and digits: no literal escaping needed
+            self._write([f'<{iri}{private_iri}"{private}"{end}' for (_, private), iri in chunk])
+        del ordered, pairs
+        unlabelled = self._entities
+        self._entities = set()
+        label_iri = f"> <{terms.RDFS_LABEL}> "
+        for chunk in _batched(as_mapping(labels), CHUNK_LINES):
+            kept = []
+            for entity, text in chunk:
+                if entity in unlabelled:
+                    unlabelled.discard(entity)
+                    kept.append((entity, text))
+            iris = _entity_iris([entity for entity, _ in kept])
+            self._write([f"<{iri}{label_iri}{nt_literal(text)}{end}"
+                         for iri, (_, text) in zip(iris, kept, strict=True)])
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 def check_input(triples: TripleSource, labels: Iterable[tuple[str, str]]) -> None:
@@ -416,8 +431,7 @@ class OxigraphStore:
         (``remove_graph``) takes memory in proportion to its size."""
         for iri in (terms.graph_iri(graph), terms.entities_graph_iri(graph)):
             node = ox.NamedNode(iri)
-            quads = self._store.quads_for_pattern(None, None, None, node)
-            while batch := list(islice(quads, DELETE_BATCH)):
+            for batch in _batched(self._store.quads_for_pattern(None, None, None, node), DELETE_BATCH):
                 for quad in batch:
                     self._store.remove(quad)
             if self._store.contains_named_graph(node):

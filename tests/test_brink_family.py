@@ -175,3 +175,17 @@ def test_cli_errors_are_one_line(cli_store: str, tmp_path: Path) -> None:
     no_model = CliRunner().invoke(main, ["brink", "build", "--store", cli_store, "--graph", "family-facts",
                                          "--questions", "llm", "-o", str(tmp_path / "o")])
     assert no_model.exit_code != 0 and "--llm-model" in no_model.output
+
+
+def test_sampling_caps_the_candidates_of_a_big_rule(family_store, tmp_path: Path) -> None:
+    rules = [r for r in read_rules(AMIE_RULES) if len(r.rule.body) == 1][:2]  # 454 and 446 groundings
+    options = BuildOptions(groundings_per_rule=5, max_candidates=100)
+    result = build_brink(family_store, "family-facts", rules, tmp_path / "capped", options)
+    assert result.stats["groundings"]["capped_rules"] == 2
+    assert result.stats["groundings"]["candidates"] is None
+    rows = [line.split("\t") for line in (tmp_path / "capped" / "rules.tsv").read_text().splitlines()]
+    header = rows[0]
+    assert [(r[header.index("groundings")], r[header.index("capped")]) for r in rows[1:]] == [("", "yes")] * 2
+    full = build_brink(family_store, "family-facts", rules, tmp_path / "full",
+                       BuildOptions(groundings_per_rule=5))
+    assert full.stats["groundings"]["candidates"] == 454 + 446

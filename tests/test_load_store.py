@@ -127,8 +127,14 @@ def test_odd_ids_round_trip(tmp_path: Path) -> None:
     source = tmp_path / "odd.tsv"
     source.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
     kgengine("load", "tsv", "--path", str(source), "--store", str(tmp_path / "s"))
+    labels = {"Grand Central": 'a "quoted"\nlabel \\ with\r specials', "<é>": "é", "🙂": "smile",
+              "not in the graph": "x"}
     with OxigraphStore(str(tmp_path / "s")) as store:
         assert set(store.triples("odd")) == {Triple(*r) for r in rows}
+        store.load("odd", [Triple(*r) for r in rows], dataset="tsv", labels=labels, replace=True)
+        assert set(store.triples("odd")) == {Triple(*r) for r in rows}
+        assert store.labels("odd") == {k: v for k, v in labels.items() if k != "not in the graph"}
+        assert store.private_ids("odd") == assign_private_ids(entities_of([Triple(*r) for r in rows]), 0)
 
 
 def test_entity_iris_in_chunks_equal_one_by_one() -> None:

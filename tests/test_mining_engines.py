@@ -17,8 +17,10 @@ from kgengine.oxigraph_store import OxigraphStore
 from test_mining_amie_parity import BRINK, assert_same_as_amie
 from test_mining_small import brute_body_size, brute_pca_body_size, brute_support
 
-FB_LINES = 3000  # the first lines of FB15k-237 train.txt (CRLF endings, as distributed)
-FB_OPTIONS = MiningOptions(min_initial_support=40, max_len=3)
+# A FB15k-237 subset small enough for the query engine: the train.txt lines (CRLF endings, as
+# distributed) of the 8 /olympics/ relations, ~5,900 triples that give a dozen rules
+FB_DOMAIN = "/olympics/"
+FB_OPTIONS = MiningOptions(max_len=3)
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +28,9 @@ def fb_subset(datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """(dataset, Oxigraph store holding it as graph 'fb')."""
     folder = tmp_path_factory.mktemp("fb15k-237-subset")
     with (datasets_dir / "fb15k-237" / "train.txt").open(encoding="utf-8", newline="") as fh:
-        head = "".join(next(fh) for _ in range(FB_LINES))
-    assert "\r\n" in head
-    (folder / "train.txt").write_text(head, encoding="utf-8", newline="")
+        lines = [line for line in fh if line.split("\t")[1].startswith(FB_DOMAIN)]
+    assert lines[0].endswith("\r\n")
+    (folder / "train.txt").write_text("".join(lines), encoding="utf-8", newline="")
     data = read_dataset("fb15k-237", folder, ["train"])
     store = OxigraphStore(str(tmp_path_factory.mktemp("fb-store") / "store"))
     store.load("fb", data.triples, dataset="fb15k-237")
@@ -46,7 +48,7 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
     triples = list(data.triples)
     by_matrix = mine(MatrixEngine(KGIndex(triples)), FB_OPTIONS)
     by_query = mine(make_engine(store, "fb", "query"), replace(FB_OPTIONS, threads=2))
-    assert len(by_matrix) > 20
+    assert len(by_matrix) >= 10
     assert rows(by_matrix) == rows(by_query)
     facts = set(triples)
     for rule in by_matrix[::5]:  # spot checks against substitutions enumerated in Python
@@ -79,5 +81,5 @@ def test_engines_agree_on_neo4j_fb15k237_subset(fb_subset, neo4j_store, neo4j_se
     neo4j_store.load(graph, data.triples, dataset="fb15k-237", replace=True)
     by_neo4j = mine(make_engine(neo4j_store, graph, "query"), FB_OPTIONS)
     by_index = mine(make_engine(neo4j_store, graph, "matrix"), FB_OPTIONS)
-    assert len(by_index) > 20
+    assert len(by_index) >= 10
     assert rows(by_neo4j) == rows(by_index) == rows(mine(MatrixEngine(KGIndex(data.triples)), FB_OPTIONS))

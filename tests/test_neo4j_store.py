@@ -231,7 +231,7 @@ KILLED_LOAD = textwrap.dedent("""
             print("batch", n, flush=True)
 
     uri, user, password, graph, path = sys.argv[1:]
-    store = Neo4jStore(uri, auth=(user, password), batch_size=500)
+    store = Neo4jStore(uri, auth=(user, password), batch_size=200)
     store.load(graph, DelimitedTriples((Path(path),)), dataset="fb15k-237", progress=Tell())
     print("finished", flush=True)
 """)
@@ -241,7 +241,7 @@ KILLED_LOAD = textwrap.dedent("""
 def test_load_killed_half_way_then_rerun_gives_exact_counts(
     neo4j_server: Neo4jServer, neo4j_store: Neo4jStore, datasets_dir: Path, tmp_path: Path
 ) -> None:
-    lines = (datasets_dir / "fb15k-237" / "train.txt").read_text().splitlines()[:30_000]
+    lines = (datasets_dir / "fb15k-237" / "train.txt").read_text().splitlines()[:12_000]
     subset = tmp_path / "train.txt"
     subset.write_text("\n".join(lines) + "\n")
     raw = set(DelimitedTriples((subset,)))
@@ -257,7 +257,7 @@ def test_load_killed_half_way_then_rerun_gives_exact_counts(
     for line in child.stdout:
         assert not line.startswith("finished"), "the load ended before it could be killed"
         batches += line.startswith("batch")
-        if batches >= 8:
+        if batches >= 10:
             break
     child.send_signal(signal.SIGKILL)
     child.wait()

@@ -325,7 +325,11 @@ def test_load_while_serving_then_reload(tmp_path: Path) -> None:
     extra = tmp_path / "extra.tsv"
     extra.write_text("a\tlikes\tb\nb\tlikes\tc\n")
     graphs = "SELECT (COUNT(DISTINCT ?g) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
+    stale = tmp_path / ".store.serve" / "999999999-1"  # left by a server that was killed
+    stale.mkdir(parents=True)
     with serve(store, log_dir=tmp_path) as server:
+        snapshot = Path(server.health()["snapshot"])
+        assert snapshot.parent == tmp_path / ".store.serve" and not stale.exists()
         before = _count(server, graphs)
         load = subprocess.run([KGENGINE, "load", "tsv", "--path", str(extra), "--store", str(store),
                                "--graph", "extra"], capture_output=True, text=True, timeout=120)
@@ -340,3 +344,24 @@ def test_load_while_serving_then_reload(tmp_path: Path) -> None:
         assert _count(server, graphs) == before + 2  # extra and extra/entities
         assert _count(server, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
                       {"default-graph-uri": "extra"}) == 2
+        assert not snapshot.exists()  # the first snapshot went once its workers had exited
+    assert not (tmp_path / ".store.serve").exists()  # and the server cleans up after itself
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--store", "/nonexistent/store"], "no Oxigraph store"),
+        (["--store", "neo4j://localhost:7687"], "Oxigraph store directory"),
+        (["--allow-update"], "--token-file"),
+        (["--allow-update", "--token-file", "TOKEN", "--http-processes", "2"], "one writer process"),
+    ],
+)
+def test_cli_refuses_unsafe_or_impossible_settings(store_dir: Path, tmp_path: Path, args: list[str],
+                                                   message: str) -> None:
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    args = [str(token) if a == "TOKEN" else a for a in args]
+    full = args if "--store" in args else ["--store", str(store_dir), *args]
+    result = CliRunner().invoke(cli, ["serve", *full])
+    assert result.exit_code != 0 and message in result.output

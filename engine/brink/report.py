@@ -81,6 +81,9 @@ def markdown(stats: Mapping[str, Any]) -> str:
         ("… dropped by balancing (τ)", questions["balanced_away"]),
         ("questions", questions["total"]),
     ]
+    if g.get("capped_rules"):
+        funnel.insert(1, ("… rules sampled from their first --max-candidates groundings",
+                          g["capped_rules"]))
     lines += [f"| {name} | {value:,} |" for name, value in funnel]
     qt = questions["by_rule_type"]
     lines += [

@@ -73,6 +73,25 @@ def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[
     return "\n".join(clauses), params
 
 
+def cypher_typed_patterns(
+    atoms: Sequence[Atom], graph_param: str = "graph", prefix: str = "t"
+) -> tuple[str, dict[str, Any]]:
+    """Like :func:`cypher_patterns`, but each relationship type is a parameter
+    (``MATCH (a)-[rel0]->(b) WHERE type(rel0) = $t0``), so that every rule of one *shape* has
+    the same query text. Rule mining runs thousands of count queries over different relations;
+    Neo4j caches plans per query text, and compiling a new one costs far more (~0.5 s) than
+    running it, so shared texts make the query engine usable on Neo4j."""
+    if not atoms:
+        return "", {}
+    clauses, params = cypher_patterns([Atom("t", a.subject, a.object) for a in atoms], graph_param)
+    out = []
+    for i, (clause, atom) in enumerate(zip(clauses.split("\n"), atoms, strict=True)):
+        key = f"{prefix}{i}"
+        params[key] = atom.relation
+        out.append(clause.replace("-[:`t`]->", f"-[rel{i}]->", 1) + f" WHERE type(rel{i}) = ${key}")
+    return "\n".join(out), params
+
+
 # ---- rule-mining count queries -------------------------------------------------------------
 # The candidate atom of a count query has a *variable* relation: SPARQL binds ?cand_rel to the
 # predicate IRI, Cypher binds the relationship and returns type(cand_rel). Neither name can be

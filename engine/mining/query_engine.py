@@ -16,14 +16,12 @@ module fills their ``{{placeholders}}`` with the rule's patterns, generated and 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from kgengine.mining.compile import (
     cypher_candidate,
-    cypher_patterns,
-    cypher_type,
+    cypher_typed_patterns,
     sparql_candidate,
     sparql_patterns,
     sparql_term,
@@ -50,16 +48,12 @@ class QueryEngine:
         self.language = store.query_language
         if self.language not in ("sparql", "cypher"):
             raise ValueError(f"unknown query language {self.language!r}")
-        # the Neo4j driver's sessions are not shared between threads; Oxigraph is thread-safe
-        self._lock = threading.Lock() if self.language == "cypher" else None
-        self.queries = 0
+        self.queries = 0  # statistics only (not exact under threads)
 
     def _run(self, name: str, parts: dict[str, str], params: dict[str, Any]) -> list[dict[str, Any]]:
+        # both stores are safe to share between threads (Oxigraph's store, the Neo4j driver)
         self.queries += 1
-        if self._lock is None:
-            return self.store.run_template(name, self.graph, parts, **params)
-        with self._lock:
-            return self.store.run_template(name, self.graph, parts, **params)
+        return self.store.run_template(name, self.graph, parts, **params)
 
     # -- protocol ------------------------------------------------------------------------------
     def relation_stats(self) -> dict[str, RelationStats]:
@@ -104,10 +98,10 @@ class QueryEngine:
         else:
             known = variable_name(existential.subject if existential.object == PCA_VARIABLE
                                   else existential.object)
-            pattern = (f"({known})-[:{cypher_type(head.relation)}]->()"
-                       if existential.object == PCA_VARIABLE
-                       else f"()-[:{cypher_type(head.relation)}]->({known})")
-            parts["existential"] = f"WHERE EXISTS {{ MATCH {pattern} }}"
+            pattern = (f"({known})-[pca_rel]->()" if existential.object == PCA_VARIABLE
+                       else f"()-[pca_rel]->({known})")
+            parts["existential"] = f"WITH * WHERE EXISTS {{ MATCH {pattern} WHERE type(pca_rel) = $pca_type }}"
+            params["pca_type"] = head.relation
         return int(self._run("mine_pca_body_size", parts, params)[0]["n"])
 
     def constant_counts(self, atoms: Sequence[Atom], variable: str, join: str) -> dict[str, int]:
@@ -137,7 +131,8 @@ class QueryEngine:
             }
             return parts, {}
         atoms = [head, *body] if with_head else body
-        clauses, params = cypher_patterns(atoms)
+        # relationship types as parameters: one query text (one Neo4j plan) per rule shape
+        clauses, params = cypher_typed_patterns(atoms)
         if with_head:
             first, _, rest = clauses.partition("\n")
             parts = {"head": first, "body": rest}

@@ -1,6 +1,7 @@
 """The SPARQL 1.1 Protocol over HTTP (Starlette): request parsing, the protocol's status
 codes, the service description, the HTML page and ``/health``. Every query and update runs
-in the worker pool (:mod:`kgengine.serve.pool`); this module never touches the store."""
+in the worker pool (:mod:`kgengine.serve.pool`), never in this process; a read-only server's
+workers read a private snapshot of the store (:mod:`kgengine.serve.snapshot`)."""
 
 from __future__ import annotations
 

@@ -66,9 +66,11 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
           access_log: bool) -> None:
     """Serve the store over the SPARQL 1.1 Protocol (read-only unless --allow-update).
 
-    Queries run in worker processes that open the store read-only, so `kgengine load` and
-    other commands may write to the store while it is served; the server keeps answering
-    from what it opened, and picks up new data on restart or on SIGHUP."""
+    Queries run in worker processes, each stopped at --timeout. A read-only server answers
+    from a snapshot of the store taken at start (hard links, beside the store), so
+    `kgengine load` and other commands may write to the store while it is served; SIGHUP
+    (or a restart) serves the store as it is then. With --allow-update the server is the
+    store's one writer and other writers are refused until it stops."""
     import uvicorn
 
     location = resolve_store(store_location)
@@ -76,6 +78,8 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
         raise KGEngineError("kgengine serve needs an Oxigraph store directory, not a Neo4j URI")
     if allow_update and token_file is None:
         raise KGEngineError("--allow-update needs --token-file: updates are only taken with its token")
+    if allow_update and http_processes > 1:
+        raise KGEngineError("--allow-update runs one writer process; it cannot be used with --http-processes")
     if not allow_update and not (Path(location) / "CURRENT").is_file():
         raise KGEngineError(f"no Oxigraph store at {location}; run `kgengine load` first")
     token = read_token(token_file) if token_file is not None else None
@@ -90,8 +94,6 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
         allow_service=allow_service, cors=cors,
         token_file=str(token_file.resolve()) if token_file is not None else None,
     )
-    if allow_update and http_processes > 1:
-        raise KGEngineError("--allow-update runs one writer process; it cannot be used with --http-processes")
     mode = "read-write (updates with token)" if allow_update else "read-only"
     click.echo(f"kgengine serve: {settings.endpoint} — store {settings.store}, {mode}, "
                f"{http_processes} HTTP process(es) x {1 if allow_update else workers} query worker(s), "

@@ -310,15 +310,14 @@ def _capped(
     marked: Callable[[str], tuple[str, str]] | None = None,
 ) -> Body:
     """Join ``head``, the row chunks and ``tail``, stopping before the row that would pass a
-    cap; ``marked(reason)`` gives the head and tail of a cut document, carrying the in-band
-    marker (room for the longer variant is kept from the start, so the cap holds)."""
-    variants = [(head, tail)] + ([marked("rows"), marked("bytes")] if marked else [])
-    size = max(len(h.encode()) + len(t.encode()) for h, t in variants)
+    cap; ``marked(reason)`` gives the head and tail of a cut document, which carry the in-band
+    marker (rows are then dropped from the end until the marked document fits too)."""
     parts = [head]
-    count = 0
+    sizes: list[int] = []
+    size = len(head.encode()) + len(tail.encode())
     truncated: str | None = None
     for chunk in rows:
-        if count >= max_rows:
+        if len(sizes) >= max_rows:
             truncated = "rows"
             break
         chunk_size = len(chunk.encode())
@@ -326,12 +325,17 @@ def _capped(
             truncated = "bytes"
             break
         parts.append(chunk)
+        sizes.append(chunk_size)
         size += chunk_size
-        count += 1
     if truncated and marked:
-        parts[0], tail = marked(truncated)
+        head, tail = marked(truncated)
+        parts[0] = head
+        size = len(head.encode()) + len(tail.encode()) + sum(sizes)
+        while size > max_bytes and sizes:
+            parts.pop()
+            size -= sizes.pop()
     parts.append(tail)
-    return Body("".join(parts).encode(), count, truncated)
+    return Body("".join(parts).encode(), len(sizes), truncated)
 
 
 def cap_text(reason: str, max_rows: int, max_bytes: int) -> str:

@@ -195,6 +195,9 @@ class WorkerPool:
         except (TimeoutError, ConnectionError) as exc:
             await worker.kill()
             raise StartError(f"query worker did not start ({type(exc).__name__})") from None
+        except BaseException:  # cancelled (the pool is closing): leave no process behind
+            worker.transport.kill()
+            raise
         if "error" in header:
             await worker.kill()
             raise StartError(header["error"])
@@ -224,8 +227,8 @@ class WorkerPool:
         task.add_done_callback(self._tasks.discard)
 
     async def _respawn(self, generation: int) -> None:
-        """Start a replacement worker, retrying with backoff (the store may be briefly
-        unopenable while a writer rotates its log); give up only when the pool moves on."""
+        """Start a replacement worker, retrying with backoff (a worker that cannot open the
+        store now may later); give up only when the pool moves on or closes."""
         attempt = 0
         while not self._closing and generation == self.generation:
             try:
@@ -279,8 +282,11 @@ class WorkerPool:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(Busy("the server is shutting down"))
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        # a replacement still starting kills its process when cancelled: wait for that too
+        await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(w.kill() for w in list(self._workers)), return_exceptions=True)
         self._workers.clear()
         self._idle.clear()
@@ -381,8 +387,8 @@ class WorkerPool:
 
     async def _check(self, now: float) -> None:
         for worker, running in list(self._running.items()):
-            if running.reason:
-                continue
+            if running.reason or self._running.get(worker) is not running:
+                continue  # stopped already, or it finished while an earlier check awaited
             if now >= running.deadline:
                 running.reason = "timeout"
             elif self.max_memory_mb and (used := worker.private_memory_mb()) > self.max_memory_mb:
@@ -392,7 +398,7 @@ class WorkerPool:
             elif running.disconnected is not None and await running.disconnected():
                 # the await let other jobs run: this one may have finished (a finished
                 # request also reads as disconnected) and its worker moved on to another
-                if self._running.get(worker) is not running:
+                if self._running.get(worker) is not running:  # so kill nothing
                     continue
                 running.reason = "disconnect"
             if running.reason and worker.alive:

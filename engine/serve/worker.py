@@ -25,7 +25,6 @@ import pyoxigraph as ox
 from kgengine.serve import formats, sparqltext
 
 _LEN = struct.Struct(">I")
-OPEN_ATTEMPTS = 20  # read-only opening can race a writer's WAL rotation (measured); retry
 
 
 def write_frame(out: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
@@ -49,18 +48,13 @@ def read_job(stream: BinaryIO) -> dict[str, Any] | None:
 
 
 def open_store(path: str, writable: bool) -> ox.Store:
+    """Read-only workers open the server's private snapshot (:mod:`.snapshot`), which no
+    one writes to; the one writable worker (--allow-update) owns the live store."""
     if writable:
         return ox.Store(path)
     if not os.path.isfile(os.path.join(path, "CURRENT")):
         raise OSError(f"no Oxigraph store at {path} (run `kgengine load` first)")
-    for attempt in range(OPEN_ATTEMPTS):
-        try:
-            return ox.Store.read_only(path)
-        except OSError:
-            if attempt == OPEN_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return ox.Store.read_only(path)
 
 
 class Refused(Exception):
@@ -180,14 +174,17 @@ def main(argv: list[str] | None = None) -> None:
     inp = sys.stdin.buffer
     _exit_with_parent()
     try:
-        store = open_store(args.store, args.writable)
-    except OSError as exc:
-        write_frame(out, {"status": 0, "error": f"cannot open the store at {args.store}: {exc}"})
-        return
-    write_frame(out, {"status": 0, "pid": os.getpid()})
-    while (job := read_job(inp)) is not None:
-        header, body = handle(store, job)
-        write_frame(out, header, body)
+        try:
+            store = open_store(args.store, args.writable)
+        except OSError as exc:
+            write_frame(out, {"status": 0, "error": f"cannot open the store at {args.store}: {exc}"})
+            return
+        write_frame(out, {"status": 0, "pid": os.getpid()})
+        while (job := read_job(inp)) is not None:
+            header, body = handle(store, job)
+            write_frame(out, header, body)
+    except BrokenPipeError:  # the server went away (or gave up on this worker): just exit
+        os._exit(0)  # not sys.exit: flushing the dead pipe at exit would complain again
 
 
 if __name__ == "__main__":
