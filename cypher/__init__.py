@@ -46,7 +46,13 @@ Relation-typed parameters: ``{{rel:NAME}}``
     whose parameter is missing, or not a Relation / list of Relations, is an error. Each
     distinct relation gives a distinct query text, so Neo4j plans and caches it per type
     (the planner picks the relationship-type scan / expand-by-type, which a ``WHERE
-    type(x) = $r`` filter cannot).
+    type(x) = $r`` filter cannot); the first use of a type costs one plan compilation.
+
+Template queries
+    ``store.run_template(name, graph, parts, **params)`` also fills ``{{name}}``
+    placeholders (word-character names) from ``parts``: patterns generated and escaped by the
+    caller (e.g. :mod:`kgengine.mining.compile`). Both kinds are filled in one pass, so
+    text inserted for one placeholder is never scanned again.
 
 Results
     Rows are dicts keyed by the RETURN aliases with the Oxigraph backend's Python values:

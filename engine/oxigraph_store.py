@@ -51,8 +51,10 @@ _META_KEYS = ("dataset", "status", "triples", "source", "splits", "loadedAt")
 CHUNK_LINES = 20_000  # lines per chunk when formatting one triple or entity at a time
 DELETE_BATCH = 20_000  # quads removed per batch when discarding a graph (bounded memory)
 SPOOL_PREFIX = ".kgengine-spool-"  # temporary N-Quads in the store directory (no pipes)
-
-
+# the Rust loader reads a pipe by path (/dev/fd/N) without the GIL; elsewhere, a spool file
+USE_PIPES = os.name == "posix" and Path("/dev/fd").is_dir()
+_ABORT = b"\n!kgengine-abort\n"  # not N-Quads: makes the Rust parser stop with an error
+_F_SETPIPE_SZ = 1031  # Linux fcntl: a bigger pipe buffer means fewer switches between threads
 _LITERAL_SPECIALS = re.compile(r'[\\"\n\r]')
 
 
@@ -189,15 +191,6 @@ def check_input(triples: TripleSource, labels: Iterable[tuple[str, str]]) -> Non
         pass
     for _ in as_mapping(labels):
         pass
-
-
-def _pipes_work() -> bool:
-    return os.name == "posix" and Path("/dev/fd").is_dir()
-
-
-USE_PIPES = _pipes_work()
-_ABORT = b"\n!kgengine-abort\n"  # not N-Quads: makes the Rust parser stop with an error
-_F_SETPIPE_SZ = 1031  # Linux fcntl: a bigger pipe buffer means fewer switches between threads
 
 
 def _python_value(term: Any) -> Any:

@@ -100,7 +100,8 @@ class QueryEngine:
                                   else existential.object)
             pattern = (f"({known})-[pca_rel]->()" if existential.object == PCA_VARIABLE
                        else f"()-[pca_rel]->({known})")
-            parts["existential"] = f"WITH * WHERE EXISTS {{ MATCH {pattern} WHERE type(pca_rel) = $pca_type }}"
+            parts["existential"] = (f"WITH * WHERE EXISTS {{ MATCH {pattern} "
+                                    "WHERE type(pca_rel) = $pca_type }")
             params["pca_type"] = head.relation
         return int(self._run("mine_pca_body_size", parts, params)[0]["n"])
 

@@ -148,7 +148,7 @@ class SparqlService:
         self.started = time.time()
         # read-only serving reads a private snapshot, never the live store (see .snapshot);
         # with updates on, the one writer process owns the live store and its lock
-        self.snapshots = None if settings.allow_update else Snapshots(settings.store)
+        self.snapshots: Snapshots | None = None
         self.snapshot: Path | None = None
         self.snapshot_taken_at = 0.0
         self._reload_task: asyncio.Future[None] | None = None
@@ -336,7 +336,8 @@ class SparqlService:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        if self.snapshots is not None:
+        if not self.settings.allow_update:
+            self.snapshots = Snapshots(self.settings.store)
             self.snapshot = await self._take_snapshot()
             self.pool.store = str(self.snapshot)
         try:
