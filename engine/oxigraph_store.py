@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, ClassVar
 from urllib.parse import quote
 
 import pyoxigraph as ox
-from kgengine import terms
+from kgengine import sparqltext, terms
 from kgengine.errors import GraphExistsError, GraphNotFoundError, StoreError
 from kgengine.model import (
     Direction,
@@ -484,11 +484,13 @@ class OxigraphStore:
 
     def sparql(self, query: str, graph: str | None = None) -> Any:
         """A user's SPARQL query, as pyoxigraph results; default graph = ``graph`` or the
-        union of all graphs."""
+        union of all graphs, unless the query names its own dataset with ``FROM`` (the
+        union option would silently override it)."""
         if graph is not None:
             self._require(graph)
             return self._store.query(query, default_graph=ox.NamedNode(terms.graph_iri(graph)))
-        return self._store.query(query, use_default_graph_as_union=True)
+        union = "FROM" not in sparqltext.keywords(query)
+        return self._store.query(query, use_default_graph_as_union=union)
 
     def stats(self, graph: str) -> GraphStats:
         self._require(graph)

@@ -14,7 +14,8 @@ import pyoxigraph as ox
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kgengine.serve import formats, snapshot, sparqltext
+from kgengine import sparqltext
+from kgengine.serve import formats, snapshot
 
 QRF = ox.QueryResultsFormat
 RICH = """SELECT ?a ?b ?c ?d WHERE {

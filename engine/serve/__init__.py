@@ -2,4 +2,4 @@
 
 Layout: :mod:`.app` (Starlette, HTTP and the protocol) hands every query to :mod:`.pool`,
 a pool of worker processes (:mod:`.worker`) that each open the store and serialise results
-with :mod:`.formats`; :mod:`.sparqltext` holds the few lexical checks made on query text."""
+with :mod:`.formats`; :mod:`kgengine.sparqltext` holds the few lexical checks made on query text."""

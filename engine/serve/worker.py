@@ -22,7 +22,8 @@ import traceback
 from typing import Any, BinaryIO
 
 import pyoxigraph as ox
-from kgengine.serve import formats, sparqltext
+from kgengine import sparqltext
+from kgengine.serve import formats
 
 _LEN = struct.Struct(">I")
 
