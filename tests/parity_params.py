@@ -66,6 +66,55 @@ def _grounding_cases(s: Sample) -> Params:
     return cases
 
 
+def _mining_cases(query: str) -> Callable[[Sample], Params]:
+    """Rule-mining count queries, filled per backend by kgengine.mining.query_engine: partial
+    rules over the sample's relations (head only, a dangling atom, an inverse atom, a path) with
+    every kind of candidate atom, capped and uncapped body sizes, and constants."""
+
+    def build(s: Sample) -> Params:
+        from kgengine.mining.query_engine import QueryEngine
+        from kgengine.mining.rules import Atom
+        from kgengine.mining.search import FRESH, is_closed
+
+        r = (s.relations * 3)[:3]
+        head = Atom(r[0], "?a", "?b")
+        rules = [(head,), (head, Atom(r[1], "?a", "?f")), (head, Atom(r[1], "?b", "?a")),
+                 (head, Atom(r[1], "?a", "?f"), Atom(r[2], "?f", "?b"))]
+
+        def candidates(store: Any, graph: str) -> Rows:
+            engine, rows = QueryEngine(store, graph), []
+            for i, atoms in enumerate(rules):
+                names = sorted({v for a in atoms for v in a.variables})
+                shapes = [(x, y) for x in names for y in names if x != y]
+                shapes += [(x, FRESH) for x in names] + [(FRESH, x) for x in names]
+                for j, counts in enumerate(engine.refinement_counts(atoms, shapes)):
+                    rows += [{"rule": i, "shape": j, "rel": k, "support": n} for k, n in counts.items()]
+            return rows
+
+        def sizes(store: Any, graph: str) -> Rows:
+            engine, rows = QueryEngine(store, graph), []
+            for i, atoms in enumerate(a for a in rules if len(a) > 1 and is_closed(a)):
+                for cap in (None, 2):
+                    for side in (True, False):
+                        n = (engine.pca_body_size(atoms, side, cap) if query == "mine_pca_body_size"
+                             else engine.body_size(atoms, cap))
+                        rows.append({"rule": i, "cap": cap, "side": side, "n": n})
+            return rows
+
+        def constants(store: Any, graph: str) -> Rows:
+            engine = QueryEngine(store, graph)
+            counts = engine.constant_counts(rules[1], "?f", "?a")
+            return [{"entity": e, "support": n} for e, n in counts.items()]
+
+        if query == "mine_candidate_support":
+            return [candidates]
+        if query in ("mine_body_size", "mine_pca_body_size"):
+            return [sizes]
+        return [constants]
+
+    return build
+
+
 PARAMS: dict[str, Callable[[Sample], Params]] = {
     "all_triples": NO_PARAMS,
     "count_entities": NO_PARAMS,
@@ -85,4 +134,10 @@ PARAMS: dict[str, Callable[[Sample], Params]] = {
     "rule_groundings": _grounding_cases,
     "relation_triples": lambda s: [{"r": Relation(r)} for r in s.relations[:5]]
     + [{"r": Relation("no such relation")}],
+    "mine_relation_stats": NO_PARAMS,
+    "mine_candidate_support": _mining_cases("mine_candidate_support"),
+    "mine_body_size": _mining_cases("mine_body_size"),
+    "mine_pca_body_size": _mining_cases("mine_pca_body_size"),
+    "mine_constant_support": _mining_cases("mine_constant_support"),
+    "mine_distinct_values": _mining_cases("mine_distinct_values"),
 }

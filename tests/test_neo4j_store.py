@@ -300,3 +300,10 @@ def test_load_reports_progress(neo4j_server: Neo4jServer, neo4j_store: Neo4jStor
         store.load(graph, triples, dataset="chain", replace=True, progress=recorder)
     assert recorder.totals == [2_500] and recorder.advanced == 2_500
     neo4j_store.drop(graph)
+
+
+def test_routing_uri_scheme(neo4j_server: Neo4jServer, neo4j_family: dict[str, str]) -> None:
+    """neo4j:// (routing: what clusters and Aura use) against the same server."""
+    uri = neo4j_server.uri.replace("bolt://", "neo4j://", 1)
+    with Neo4jStore(uri, auth=neo4j_server.auth) as store:
+        assert store.stats(neo4j_family["family-facts"]).triples == 17_615

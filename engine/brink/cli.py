@@ -13,9 +13,9 @@ from kgengine.brink.questions import LabelMode, QuestionUnit
 from kgengine.brink.removal import Selection
 from kgengine.brink.report import markdown
 from kgengine.cli_common import connect, graph_option, show_progress, store_option
-from kgengine.errors import GraphNotFoundError, KGEngineError
+from kgengine.commands.mine import make_engine, resolve_graph
+from kgengine.errors import KGEngineError
 from kgengine.mining.io import MinedRule, read_rules
-from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.search import MiningOptions, mine
 from kgengine.store import KGStore
 
@@ -134,14 +134,11 @@ def build_command(
 
 
 def mine_rules(store: KGStore, graph: str, max_len: int, threads: int) -> list[MinedRule]:
-    """Mine GRAPH with BRINK's AMIE 3 settings (App. A.2: std conf 0.3, PCA conf 0.4, head
-    coverage 0.1) on the miner's in-memory matrix engine (threads are its own, not the
-    store's, so any backend may use several)."""
-    if store.graph_info(graph) is None:
-        raise GraphNotFoundError(f"no graph {graph!r} in {store.location}")
-    index = KGIndex(store.triples(graph))
-    return mine(MatrixEngine(index), MiningOptions(min_conf=0.3, min_pca=0.4, min_hc=0.1,
-                                                   max_len=max_len, threads=threads))
+    """Mine GRAPH as `kgengine mine` does, with BRINK's AMIE 3 settings (App. A.2: std conf
+    0.3, PCA conf 0.4, head coverage 0.1) on the in-memory matrix engine."""
+    engine = make_engine(store, resolve_graph(store, graph), "matrix")
+    options = MiningOptions(min_conf=0.3, min_pca=0.4, min_hc=0.1, max_len=max_len, threads=threads)
+    return mine(engine, options)
 
 
 @brink.command("stats")

@@ -182,7 +182,8 @@ def groundings_command(rule_text: str, store_location: str | None, graph: str | 
         click.echo(json.dumps({"rule": str(rule), "graph": name, "groundings": rows}, indent=1))
         return
     columns = list(rows[0]) if rows else [v.lstrip("?") for v in _variables(rule)]
-    table = Table(*columns, title=f"{rule}  ({len(rows)} groundings)")
+    click.echo(f"{rule}: {len(rows)} groundings")
+    table = Table(*columns)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     Console().print(table)
