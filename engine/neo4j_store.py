@@ -29,10 +29,10 @@ from kgengine.queries import query_text
 from kgengine.store import TripleSource, as_mapping, breadth_first, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
-# Rows per UNWIND batch (one transaction each). Measured on FB15k-237 train (272,115
-# triples, bench/neo4j.py --batch-sizes, embedded Neo4j 5.26.31 on 2 cores): 1k: 9.9k
-# triples/s, 5k: 11.9k/s, 10k: 12.4k/s, 20k: 12.3k/s. Past 5k the gain is small while
-# transaction memory grows with the batch, so 10k it is.
+# Rows per UNWIND batch (one transaction each). Measured with bench/neo4j.py --batch-sizes
+# (FB15k-237 train, 272,115 triples, embedded Neo4j 5.26.31 with a 1 GiB heap, 2 shared
+# cores, best of 2 after a warm-up load): 1k: 8.4k triples/s, 5k: 9.8k/s, 10k: 10.4k/s,
+# 20k: 7.9k/s (probably the Eager buffer and transaction state of a batch in the heap). So 10k.
 BATCH_SIZE = 10_000
 # Rows buffered across all relations before every buffer is flushed, so that a KG with
 # hundreds of relations (Wikidata5m: 822) keeps bounded memory while reading.

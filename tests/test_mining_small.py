@@ -126,8 +126,9 @@ HAND = {
     # a common parent f: f=1,2 give (3,3) (3,4) (4,3) (4,4); f=3 (5,5); f=4 (6,6): body 6;
     # siblings among them (3,4) (4,3): 2; PCA (subject side, a in {3,4,5}): 5 of the 6
     "parent(?f,?a) & parent(?f,?b) => sibling(?a,?b)": (RuleType.OTHER, 2, 6, 5, Side.SUBJECT),
-    # recursive (head relation in the body; a path, so a composition): mother(a,f) & sibling(f,b): 2>3>4 and 2>4>3 -> body (2,4) (2,3), both mother
-    # facts; mother has 2 subjects and 3 objects, so the object is functional: b in {3,4,6}
+    # recursive (the head relation in the body; a path, so a composition):
+    # mother(a,f) & sibling(f,b): 2>3>4 and 2>4>3 give body (2,4) (2,3), both mother facts;
+    # mother has 2 subjects and 3 objects, so the object is functional: b in {3,4,6}
     "mother(?a,?f) & sibling(?f,?b) => mother(?a,?b)": (RuleType.COMPOSITION, 2, 2, 2, Side.OBJECT),
     # grandparent(a,f) & parent(b,f): f=5 (grandchild of 1 and 2, child of 3) gives (1,3)
     # (2,3); f=6 (grandchild of 1, child of 4) gives (1,4): body 3, all parent facts;

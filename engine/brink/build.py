@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +101,18 @@ class RuleSelection:
     selected: list[Grounding]
     candidates: int | None  # groundings with body and head in the KG; None: not all counted
     capped: bool = False  # more than max_candidates: sampled from the first max_candidates
+    seconds: float = 0.0  # time of the grounding queries (stats.json lists the slowest rules)
 
 
 def rule_groundings(store: KGStore, graph: str, index: int, rule: Rule, options: BuildOptions
                     ) -> RuleSelection:
+    started = time.perf_counter()
+    selection = _select_groundings(store, graph, index, rule, options)
+    return replace(selection, seconds=time.perf_counter() - started)
+
+
+def _select_groundings(store: KGStore, graph: str, index: int, rule: Rule, options: BuildOptions
+                       ) -> RuleSelection:
     n = options.groundings_per_rule
     rng = rule_rng(options.seed, rule)
     if options.selection == Selection.SAMPLE:
@@ -210,7 +218,8 @@ def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selections: Sequ
     """rules.tsv: the reference's body/head columns (so ``kgengine.mining.io.read_rules``
     reads it back), the AMIE measures when the rules came with them, and what each rule
     contributed: candidate groundings (blank: not all counted), whether the sample was capped,
-    selected, kept, distinct removed triples, questions."""
+    selected, kept, distinct removed triples, questions. (Nothing time-dependent: a rebuild
+    with the same seed writes the same bytes; query times go to stats.json.)"""
     kept_by_rule = Counter(g.rule for g in kept)
     removed_by_rule = Counter(rule for rule, _ in {(g.rule, g.head) for g in kept})
     header = ["rule_index", "body", "head", "rule_type", *MEASURES, "groundings", "capped",
@@ -274,7 +283,10 @@ def build_brink(
         labels=store.labels(graph) if options.labels == LabelMode.TEXT else None,
     )
 
-    items = make_items(removal.kept, options.unit, options.seed)
+    # canonical order (removed triple, rule text, path): ids, primary paths and every later
+    # choice do not depend on the order of the rule file (mined or read, the same dataset)
+    kept = sorted(removal.kept, key=lambda g: (g.head, str(rules[g.rule]), g.body))
+    items = make_items(kept, options.unit, options.seed)
     # a question must name its topic and not its answer. The template does, unless the
     # answer's name is inside the topic's or the relation's words (text labels: "USA" in
     # "USA Today"; a self-loop): such an item cannot be asked safely and goes before
@@ -356,6 +368,9 @@ def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
             "candidates": (None if any(s.candidates is None for s in selections)
                            else sum(s.candidates or 0 for s in selections)),
             "capped_rules": sum(1 for s in selections if s.capped),
+            "query_seconds": round(sum(s.seconds for s in selections), 2),
+            "slowest_rules": [{"rule": str(rules[i]), "seconds": round(selections[i].seconds, 2)}
+                              for i in sorted(range(len(rules)), key=lambda i: -selections[i].seconds)[:10]],
             "selected": len(removal.selected),
             "conflicts": len(removal.conflicts),
             "kept": len(removal.kept),

@@ -5,11 +5,12 @@ A triple ``r(h, t)`` reads one of three ways, and the wording follows it:
 - *noun-of* (Family, BRINK's ``aunt_of`` names): h is the r of t —
   "Who is the aunt of 72?" (topic t) / "Whose aunt is 7?" (topic h);
 - *attribute* (Freebase paths, Wikidata noun labels, ``has_genre``): t is the r of h —
-  "What is the nationality of X?" (topic h) / "Which person has X as nationality?" (topic t);
+  "What is the nationality of X?" (topic h) / "Who has X as their nationality?" (topic t);
 - *verb* (labels ending in a preposition: ``located in``, ``directed_by``): h r t —
   "What is X located in?" (topic h) / "What is located in X?" (topic t).
 
-The question names the topic and never the answer (its text holds no entity but the topic).
+The question names the topic and no other entity; the build drops the rare item whose
+answer's name is still in it (a text label among the relation's words or inside the topic's).
 """
 
 from __future__ import annotations

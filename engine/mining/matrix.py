@@ -253,6 +253,7 @@ class Bound:
     rows: Rows
     atoms: list[Atom]
     cache: dict[str, Message] = field(default_factory=dict)
+    fixed: dict[str, Bound] = field(default_factory=dict)  # the same rows, one variable fixed
 
 
 class MatrixEngine:
@@ -535,7 +536,12 @@ class MatrixEngine:
             return {idx.relations[i]: int(c) for i, c in enumerate(counts) if c}
         # closing: (row, subject value, object value) triples looked up in the fact-pair index
         if subject not in bound.rows.values and obj not in bound.rows.values:
-            bound = self._fix(bound, subject)
+            # two free variables: fix the one with fewer values (the other one's values are
+            # then filtered per row); both directions of the pair share it
+            fix = min((subject, obj), key=lambda v: (self._values(bound, v).nnz, v))
+            if fix not in bound.fixed:
+                bound.fixed[fix] = self._fix(bound, fix)
+            bound = bound.fixed[fix]
         rows = bound.rows
         if subject in rows.values and obj in rows.values:
             hit, rels = idx.pair_relations(rows.values[subject] * idx.n + rows.values[obj])

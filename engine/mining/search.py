@@ -259,6 +259,8 @@ class Miner:
                     for child in self._refine(node, threshold):
                         next_generation.setdefault(child.rule, child)
             outputs.extend(new_outputs)
+            for node in generation:
+                node.parent = None  # only the direct parent is a skyline ancestor: free the rest
             generation = list(next_generation.values())
             result.candidates += len(generation)
         result.rules = [
@@ -391,7 +393,8 @@ class Miner:
                 if any(_unifiable(a, new_atom) or _unifiable(new_atom, a) for a in rest):
                     continue
                 atoms = (*rest, new_atom)
-                out.append(Node(atoms, support, dangler.next_var, dangler.parent,
+                # its parent is the dangling rule (AMIE: addParent(candidate)), never closed
+                out.append(Node(atoms, support, dangler.next_var, dangler,
                                 Rule.of(atoms[1:], atoms[0])))
         return out
 
