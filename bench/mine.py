@@ -156,10 +156,14 @@ def main() -> None:
             results["cases"][case_id] = {"graph": graph, "max_len": max_len, "engine": engine,
                                          "threads": threads, **result}
             print(case_id, json.dumps(results["cases"][case_id]), flush=True)
-    results["machine"]["load_average_at_end"] = os.getloadavg()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=1) + "\n")
+            results["machine"]["load_average_at_end"] = os.getloadavg()
+            save(results, args.output)  # after every case: a long run keeps what it measured
     print(table(results))
+
+
+def save(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -123,6 +123,7 @@ def test_brink_release_equals_family_facts(datasets_dir: Path) -> None:
 FB15K_SPLITS = {"train": 272_115, "valid": 17_535, "test": 20_466}
 
 
+@pytest.mark.slow
 def test_fb15k237_splits_entities_relations(datasets_dir: Path) -> None:
     directory = datasets_dir / "fb15k-237"
     everything: list[Triple] = []

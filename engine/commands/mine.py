@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -15,7 +16,7 @@ from kgengine.errors import GraphNotFoundError, KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import AMIE_COLUMNS, MinedRule, write_json, write_tsv
 from kgengine.mining.rules import RuleType, parse_rule
-from kgengine.mining.search import HeadResult, Miner, MiningOptions
+from kgengine.mining.search import CountingEngine, HeadResult, Miner, MiningOptions
 from kgengine.progress import progress_bar
 from kgengine.store import KGStore
 from rich.console import Console
@@ -41,14 +42,14 @@ def resolve_graph(store: KGStore, graph: str | None) -> str:
     return graph
 
 
-def make_engine(store: KGStore, graph: str, engine: str):  # noqa: ANN201 - a CountingEngine
+def make_engine(store: KGStore, graph: str, engine: str) -> CountingEngine:
     if engine == "query":
         from kgengine.mining.query_engine import QueryEngine
 
         return QueryEngine(store, graph)
     from kgengine.mining.matrix import KGIndex, MatrixEngine
 
-    return MatrixEngine(KGIndex(store.triples(graph)))
+    return MatrixEngine(KGIndex.from_store(store, graph))
 
 
 def summary_table(rules: list[MinedRule]) -> Table:
@@ -60,7 +61,7 @@ def summary_table(rules: list[MinedRule]) -> Table:
     return table
 
 
-def _write_atomically(path: Path, write) -> None:  # noqa: ANN001 - writer(path)
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """Write to a temporary sibling and rename: an interrupted run never leaves half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -181,16 +182,9 @@ def groundings_command(rule_text: str, store_location: str | None, graph: str | 
     if as_json:
         click.echo(json.dumps({"rule": str(rule), "graph": name, "groundings": rows}, indent=1))
         return
-    columns = list(rows[0]) if rows else [v.lstrip("?") for v in _variables(rule)]
+    columns = list(rows[0]) if rows else sorted(v.lstrip("?") for v in rule.variables)
     click.echo(f"{rule}: {len(rows)} groundings")
     table = Table(*columns)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     Console().print(table)
-
-
-def _variables(rule) -> list[str]:  # noqa: ANN001 - a Rule
-    seen: list[str] = []
-    for atom in (rule.head, *rule.body):
-        seen.extend(v for v in atom.variables if v not in seen)
-    return seen

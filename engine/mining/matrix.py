@@ -13,11 +13,12 @@ dense matrix:
   sparse product (``M @ A``), two atoms on the same variables an element-wise product, and
   an atom read against its direction uses the transpose;
 - the support of *every* candidate atom of a refinement comes from one sparse product with an
-  entity×relation incidence matrix (dangling atoms) or one sorted lookup into the fact-pair
-  index (closing atoms), then a count of non-zero (head binding, relation) cells.
+  entity×relation incidence matrix (dangling atoms) or from the fact-pair index (closing
+  atoms: the candidate pairs are first intersected with the any-relation adjacency, an
+  element-wise product whose data are the pairs' positions in the index, or tested against a
+  bitmap of linked pairs), then a count of distinct (head binding, relation) cells.
 
-Thread-safe after construction (read-only arrays); scipy releases the GIL in its kernels, so
-``--threads`` parallelises over head relations.
+Read-only after construction: ``--threads`` forks worker processes that share the index.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import numpy as np
 import scipy.sparse as sp
 from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, is_variable
-from kgengine.mining.search import FRESH  # noqa: E402  (shared placeholder)
+from kgengine.mining.search import FRESH
 from kgengine.model import Triple
+from kgengine.store import KGStore
 from scipy.sparse import _sparsetools
 
 # rows per chunk when counting body sizes: bounds the memory of one sparse product, and lets
@@ -55,8 +57,8 @@ def _binarise(m: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def gather_rows(m: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
-    """``m[rows]`` for a CSR 0/1 matrix: the product of a row-selection matrix with ``m``, done
-    as a direct gather of index ranges (scipy's fancy indexing spends its time in checks)."""
+    """``m[rows]`` for a CSR matrix: the product of a row-selection matrix with ``m``, done with
+    scipy's own kernel directly (its fancy indexing spends more time in checks than in it)."""
     rows = np.asarray(rows, dtype=m.indices.dtype)
     lengths = m.indptr[rows + 1] - m.indptr[rows]
     indptr = np.zeros(len(rows) + 1, dtype=m.indptr.dtype)
@@ -80,15 +82,6 @@ def _wrap_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
     out.has_sorted_indices = True
     out.has_canonical_format = True
     return out
-
-
-def _expand_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + l)`` for every (s, l), vectorised."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.arange(total, dtype=np.int64) - offsets + np.repeat(starts, lengths)
 
 
 class KGIndex:
@@ -168,7 +161,7 @@ class KGIndex:
         self.triples = len(s)
 
     @classmethod
-    def from_store(cls, store, graph: str) -> KGIndex:  # noqa: ANN001 - any KGStore
+    def from_store(cls, store: KGStore, graph: str) -> KGIndex:
         return cls(store.triples(graph))
 
     def entity(self, name: str) -> int:
@@ -295,27 +288,26 @@ class MatrixEngine:
         bound = self._bind(self._head_rows(atoms[0]), list(atoms[1:]), prefer)
         return [self._shape_counts(bound, shape) for shape in shapes]
 
-    def support(self, atoms: Sequence[Atom]) -> int:
-        return self._bind(self._head_rows(atoms[0]), list(atoms[1:])).rows.distinct_groups()
-
     def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=False, cap=cap)
 
     def pca_body_size(self, atoms: Sequence[Atom], subject_side: bool, cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=True, cap=cap, subject_side=subject_side)
 
-    def constant_counts(self, atoms: Sequence[Atom], variable: str, join: str) -> dict[str, int]:
+    def constant_counts(
+        self, atoms: Sequence[Atom], variable: str, join: str, min_support: int = 1
+    ) -> dict[str, int]:
         """Instantiated atoms: for the dangling variable ``variable`` of the rule ``atoms``,
-        entity -> support of the rule with ``variable`` bound to it, for the constants whose
-        binding leaves ``join`` (the other variable of that atom) at least 2 distinct values
-        (AMIE's DefaultMiningAssistant skips the others)."""
+        entity -> support of the rule with ``variable`` bound to it, for the constants with at
+        least ``min_support`` whose binding leaves ``join`` (the other variable of that atom)
+        at least 2 distinct values (AMIE's DefaultMiningAssistant skips the others)."""
         bound = self._bind(self._head_rows(atoms[0]), list(atoms[1:]))
         if not len(bound.rows):
             return {}
         per_group = self._per_group(bound, variable)
         support = np.asarray((per_group > 0).sum(axis=0)).ravel()
         out = {}
-        for e in np.nonzero(support)[0]:
+        for e in np.nonzero(support >= max(min_support, 1))[0]:
             constant = self.index.entities[int(e)]
             fixed = [a.rename({variable: constant}) for a in atoms]
             if self._distinct_values(fixed, join) >= 2:

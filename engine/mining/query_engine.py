@@ -105,12 +105,16 @@ class QueryEngine:
             params["pca_type"] = head.relation
         return int(self._run("mine_pca_body_size", parts, params)[0]["n"])
 
-    def constant_counts(self, atoms: Sequence[Atom], variable: str, join: str) -> dict[str, int]:
+    def constant_counts(
+        self, atoms: Sequence[Atom], variable: str, join: str, min_support: int = 1
+    ) -> dict[str, int]:
         renamed = [a.rename({variable: VALUE_VARIABLE}) for a in atoms]
         parts, params = self._parts(renamed[0], renamed[1:])
         rows = self._run("mine_constant_support", parts, params)
         out = {}
         for row in rows:
+            if int(row["support"]) < min_support:
+                continue
             constant = str(row["cand_value"])
             fixed = [a.rename({variable: constant, join: VALUE_VARIABLE}) for a in atoms]
             parts, params = self._parts(fixed[0], fixed[1:])

@@ -34,6 +34,7 @@ which is what ``threads`` parallelises.
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -72,7 +73,9 @@ class CountingEngine(Protocol):
 
     def pca_body_size(self, atoms: Sequence[Atom], subject_side: bool, cap: int | None = None) -> int: ...
 
-    def constant_counts(self, atoms: Sequence[Atom], variable: str, join: str) -> dict[str, int]: ...
+    def constant_counts(
+        self, atoms: Sequence[Atom], variable: str, join: str, min_support: int = 1
+    ) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class Miner:
         elif getattr(self.engine, "parallel", "threads") == "processes" and _can_fork():
             global _WORKER
             _WORKER = self  # inherited by the forked workers: the index is shared, not copied
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, _quiet_worker) as pool:
                 for result in pool.imap_unordered(_mine_in_worker, order):
                     collect(result)
         else:
@@ -384,7 +387,7 @@ class Miner:
         atom of the rule, and its other variable still takes >= 2 values (AMIE)."""
         out = []
         for dangler, fresh, join_var in danglers:
-            constants = self.engine.constant_counts(dangler.atoms, fresh, join_var)
+            constants = self.engine.constant_counts(dangler.atoms, fresh, join_var, threshold)
             for constant, support in sorted(constants.items(), key=lambda kv: (-kv[1], kv[0])):
                 if support < threshold:
                     break
@@ -400,6 +403,11 @@ class Miner:
 
 
 _WORKER: Miner | None = None
+
+
+def _quiet_worker() -> None:
+    """Workers ignore Ctrl-C: the main process gets it and terminates them (no tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _mine_in_worker(relation: str) -> HeadResult:
