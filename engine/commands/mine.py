@@ -166,7 +166,7 @@ def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca
 def groundings_command(rule_text: str, store_location: str | None, graph: str | None,
                       limit: int | None, head: str, as_json: bool) -> None:
     """Substitutions that make every body atom of RULE a fact, found by running the rule body
-    as a query. RULE is ``rel(?x,?y) & ... => h(?x,?y)`` or AMIE's ``?x rel ?y ... => ?x h ?y``."""
+    as a query. RULE is 'rel(?x,?y) & ... => h(?x,?y)' or AMIE's '?x rel ?y ... => ?x h ?y'."""
     try:
         rule = parse_rule(rule_text)
     except ValueError as exc:

@@ -249,7 +249,10 @@ class Rows:
 
     @property
     def one_per_group(self) -> bool:
-        return len(self.group) == self.groups
+        """No two rows share a head binding. Rows stay in group order (filters keep it, fixing a
+        variable expands a row in place), so groups are unique when strictly increasing."""
+        g = self.group
+        return len(g) <= 1 or bool((g[1:] > g[:-1]).all())
 
     def distinct_groups(self) -> int:
         return len(self.group) if self.one_per_group else len(np.unique(self.group))
