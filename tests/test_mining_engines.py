@@ -70,7 +70,7 @@ def test_parallel_workers_give_the_same_rules(family_store) -> None:
 def test_query_engine_on_neo4j_reproduces_amie3(neo4j_store, neo4j_family) -> None:
     engine = make_engine(neo4j_store, neo4j_family["family-facts"], "query")
     assert engine.language == "cypher"
-    assert_same_as_amie(mine(engine, BRINK))
+    assert_same_as_amie(mine(engine, replace(BRINK, threads=2)))
 
 
 @pytest.mark.neo4j
@@ -79,7 +79,7 @@ def test_engines_agree_on_neo4j_fb15k237_subset(fb_subset, neo4j_store, neo4j_se
     data, _ = fb_subset
     graph = neo4j_server.graph("mining-fb")
     neo4j_store.load(graph, data.triples, dataset="fb15k-237", replace=True)
-    by_neo4j = mine(make_engine(neo4j_store, graph, "query"), FB_OPTIONS)
+    by_neo4j = mine(make_engine(neo4j_store, graph, "query"), replace(FB_OPTIONS, threads=2))
     by_index = mine(make_engine(neo4j_store, graph, "matrix"), FB_OPTIONS)
     assert len(by_index) >= 10
     assert rows(by_neo4j) == rows(by_index) == rows(mine(MatrixEngine(KGIndex(data.triples)), FB_OPTIONS))

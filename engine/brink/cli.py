@@ -54,9 +54,10 @@ def _workers(value: int | None, backend: str) -> int:
               default=None,
               help="Rules: `kgengine mine` output, AMIE 3's stdout or a body/head rules TSV "
                    "[default: mine GRAPH now with BRINK's AMIE settings and --max-len].")
-@click.option("--max-len", default=3, show_default=True, type=click.IntRange(min=2),
-              help="Without --rules: maximum rule length, head included (BRINK: 3 for Family, "
-                   "4 for FB15k-237 and Wikidata5m).")
+@click.option("--max-len", default=None, type=click.IntRange(min=2),
+              help="Maximum rule length, head included: with --rules, longer rules are left out; "
+                   "without, the mining limit [default 3] (BRINK: 3 for Family, 4 for FB15k-237 "
+                   "and Wikidata5m).")
 @click.option("--groundings-per-rule", default=30, show_default=True, type=click.IntRange(min=1))
 @click.option("--selection", type=click.Choice([s.value for s in Selection]), default="sample",
               show_default=True,
@@ -96,7 +97,7 @@ def _workers(value: int | None, backend: str) -> int:
 @click.option("--load-as", default=None, help="Graph name prefix for --load [default: GRAPH-brink].")
 @click.option("--replace", is_flag=True, help="With --load: replace those graphs if they exist.")
 def build_command(
-    store_location: str | None, graph: str, rules_path: Path | None, max_len: int,
+    store_location: str | None, graph: str, rules_path: Path | None, max_len: int | None,
     groundings_per_rule: int, selection: str, max_candidates: int, question_unit: str, tau: float,
     seed: int, question_mode: str, labels: str, relation_labels: Path | None,
     llm_base_url: str | None, llm_model: str | None, llm_cache: Path | None, llm_workers: int,
@@ -112,10 +113,10 @@ def build_command(
     store = connect(store_location)
     try:
         if rules_path is not None:
-            rules = read_rules(rules_path)
+            rules = [r for r in read_rules(rules_path) if max_len is None or r.rule.length <= max_len]
         else:
-            rules = mine_rules(store, graph, max_len, _workers(workers, "oxigraph"))
-            click.echo(f"mined {len(rules):,} rules from {graph} (max length {max_len})", err=True)
+            rules = mine_rules(store, graph, max_len or 3, _workers(workers, "oxigraph"))
+            click.echo(f"mined {len(rules):,} rules from {graph} (max length {max_len or 3})", err=True)
         options = BuildOptions(
             groundings_per_rule=groundings_per_rule, selection=Selection(selection),
             max_candidates=max_candidates, unit=QuestionUnit(question_unit), tau=tau, seed=seed,
