@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 import neo4j
 from kgengine.config import config_path, setting
 from kgengine.errors import GraphExistsError, GraphNotFoundError, KGEngineError, StoreError
-from kgengine.model import Direction, Entity, GraphInfo, GraphStats, Relation, Triple, check_graph_name
+from kgengine.model import GraphInfo, Relation, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text
-from kgengine.store import TripleSource, as_mapping, breadth_first, iter_private_ids
+from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
 # Rows per UNWIND batch (one transaction each). Measured with bench/neo4j.py --batch-sizes
@@ -109,7 +109,7 @@ def _statements(name: str) -> list[str]:
     return [s.strip() for s in body.split(";") if s.strip()]
 
 
-class Neo4jStore:
+class Neo4jStore(NamedQueryStore):
     backend: ClassVar[str] = "neo4j"
     query_language: ClassVar[str] = "cypher"
 
@@ -392,9 +392,6 @@ class Neo4jStore:
         if rows:
             self._write(text, {"graph": graph, "rows": rows})
 
-    def _count(self, graph: str) -> int:
-        return int(self.run("count_triples", graph)[0]["n"])
-
     def _drop_data(self, graph: str) -> None:
         """Delete the graph's relationships, then its nodes, in bounded transactions: one
         transaction for a large graph needs memory in proportion to its size."""
@@ -408,7 +405,7 @@ class Neo4jStore:
         self._write(self._internal("remove_graph"), {"graph": graph})
 
     # ---- queries --------------------------------------------------------------------------
-    def _query(
+    def _rows(
         self, name: str, graph: str, params: dict[str, Any], parts: Mapping[str, str] | None = None
     ) -> list[dict[str, Any]]:
         text = render(query_text("cypher", name), params, parts)
@@ -416,13 +413,10 @@ class Neo4jStore:
         values["graph"] = graph
         return self._read(text, values)
 
-    def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
-        return self._query(name, graph, params)
-
     def run_template(
         self, name: str, graph: str, parts: Mapping[str, str], **params: Any
     ) -> list[dict[str, Any]]:
-        return self._query(name, graph, params, parts)
+        return self._rows(name, graph, params, parts)
 
     def cypher(self, query: str, graph: str | None = None, **params: Any) -> list[dict[str, Any]]:
         """A user's read-only Cypher query (``kgengine query --cypher``); ``$graph`` is the
@@ -432,39 +426,6 @@ class Neo4jStore:
             params["graph"] = graph
         return self._read(query, {key: _parameter(value) for key, value in params.items()}, data=True)
 
-    def stats(self, graph: str) -> GraphStats:
-        self._require(graph)
-        per_relation = {row["r"]: row["n"] for row in self.run("relation_counts", graph)}
-        degrees = {row["degree"]: row["n"] for row in self.run("degree_histogram", graph)}
-        return GraphStats(
-            triples=self._count(graph),
-            entities=int(self.run("count_entities", graph)[0]["n"]),
-            relations=len(per_relation),
-            per_relation=dict(sorted(per_relation.items())),
-            degree_histogram=dict(sorted(degrees.items())),
-        )
-
-    def _expand(self, graph: str, frontier: Sequence[str], step: Direction) -> Iterator[Triple]:
-        name, var = ("edges_out", "h") if step == Direction.OUT else ("edges_in", "t")
-        for row in self._query(name, graph, {var: [Entity(e) for e in frontier]}):
-            yield Triple(row["h"], row["r"], row["t"])
-
-    def neighbourhood(
-        self,
-        graph: str,
-        entity: str,
-        hops: int = 1,
-        direction: Direction = Direction.BOTH,
-        limit: int | None = None,
-    ) -> list[Triple]:
-        return breadth_first(
-            lambda frontier, step: self._expand(graph, frontier, step),
-            entity,
-            hops,
-            Direction(direction),
-            limit,
-        )
-
     def triples(self, graph: str) -> Iterator[Triple]:
         """Streamed (the driver fetches records in batches), not materialised."""
         text = query_text("cypher", "all_triples")
@@ -472,17 +433,5 @@ class Neo4jStore:
             for record in session.run(text, {"graph": graph}):
                 yield Triple(record["h"], record["r"], record["t"])
 
-    def labels(self, graph: str) -> dict[str, str]:
-        return {row["e"]: row["label"] for row in self.run("entity_labels", graph)}
-
-    def private_ids(self, graph: str) -> dict[str, str]:
-        return {row["e"]: row["private"] for row in self.run("entity_private_ids", graph)}
-
     def close(self) -> None:
         self._driver.close()
-
-    def __enter__(self) -> Neo4jStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -24,10 +24,8 @@ import pyoxigraph as ox
 from kgengine import sparqltext, terms
 from kgengine.errors import GraphExistsError, GraphNotFoundError, StoreError
 from kgengine.model import (
-    Direction,
     Entity,
     GraphInfo,
-    GraphStats,
     Relation,
     Triple,
     check_graph_name,
@@ -36,10 +34,10 @@ from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import fill_template, query_text
 from kgengine.store import (
     BlockSource,
+    NamedQueryStore,
     TripleSource,
     as_mapping,
     block_fields,
-    breadth_first,
     iter_private_ids,
 )
 
@@ -235,7 +233,7 @@ def _fill_values(text: str, name: str, rows: Iterable[Any]) -> str:
     raise KeyError(f"list parameter {name!r} needs a 'VALUES ?{name} {{}}' block in the query")
 
 
-class OxigraphStore:
+class OxigraphStore(NamedQueryStore):
     backend: ClassVar[str] = "oxigraph"
     query_language: ClassVar[str] = "sparql"
 
@@ -416,9 +414,6 @@ class OxigraphStore:
         finally:
             Path(name).unlink(missing_ok=True)
 
-    def _count(self, graph: str) -> int:
-        return int(self._select_one("count_triples", graph)["n"])
-
     def _drop_data(self, graph: str) -> None:
         """Remove the graph's quads in batches: one transaction for a whole large graph
         (``remove_graph``) takes memory in proportion to its size."""
@@ -444,7 +439,7 @@ class OxigraphStore:
         self._remove_meta(graph)
 
     # ---- queries --------------------------------------------------------------------------
-    def _select(
+    def _rows(
         self, name: str, graph: str, params: dict[str, Any], parts: Mapping[str, str] | None = None
     ) -> Iterator[dict[str, Any]]:
         text = query_text("sparql", name)
@@ -474,13 +469,8 @@ class OxigraphStore:
     def run_template(
         self, name: str, graph: str, parts: Mapping[str, str], **params: Any
     ) -> list[dict[str, Any]]:
-        return list(self._select(name, graph, params, parts))
+        return list(self._rows(name, graph, params, parts))
 
-    def _select_one(self, name: str, graph: str, **params: Any) -> dict[str, Any]:
-        return next(self._select(name, graph, params))
-
-    def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
-        return list(self._select(name, graph, params))
 
     def sparql(self, query: str, graph: str | None = None) -> Any:
         """A user's SPARQL query, as pyoxigraph results; default graph = ``graph`` or the
@@ -492,56 +482,10 @@ class OxigraphStore:
         union = "FROM" not in sparqltext.keywords(query)
         return self._store.query(query, use_default_graph_as_union=union)
 
-    def stats(self, graph: str) -> GraphStats:
-        self._require(graph)
-        per_relation = {row["r"]: row["n"] for row in self._select("relation_counts", graph, {})}
-        degrees = {row["degree"]: row["n"] for row in self._select("degree_histogram", graph, {})}
-        return GraphStats(
-            triples=self._count(graph),
-            entities=int(self._select_one("count_entities", graph)["n"]),
-            relations=len(per_relation),
-            per_relation=dict(sorted(per_relation.items())),
-            degree_histogram=dict(sorted(degrees.items())),
-        )
-
-    def _expand(self, graph: str, frontier: Sequence[str], step: Direction) -> Iterator[Triple]:
-        name, var = ("edges_out", "h") if step == Direction.OUT else ("edges_in", "t")
-        for row in self._select(name, graph, {var: [Entity(e) for e in frontier]}):
-            yield Triple(row["h"], row["r"], row["t"])
-
-    def neighbourhood(
-        self,
-        graph: str,
-        entity: str,
-        hops: int = 1,
-        direction: Direction = Direction.BOTH,
-        limit: int | None = None,
-    ) -> list[Triple]:
-        return breadth_first(
-            lambda frontier, step: self._expand(graph, frontier, step),
-            entity,
-            hops,
-            Direction(direction),
-            limit,
-        )
-
     def triples(self, graph: str) -> Iterator[Triple]:
-        for row in self._select("all_triples", graph, {}):
+        for row in self._rows("all_triples", graph, {}):
             yield Triple(row["h"], row["r"], row["t"])
-
-    def labels(self, graph: str) -> dict[str, str]:
-        return {row["e"]: row["label"] for row in self._select("entity_labels", graph, {})}
-
-    def private_ids(self, graph: str) -> dict[str, str]:
-        rows = self._select("entity_private_ids", graph, {})
-        return {row["e"]: row["private"] for row in rows}
 
     def close(self) -> None:
         self._store.flush()
         del self._store
-
-    def __enter__(self) -> OxigraphStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from kgengine.model import Direction, GraphInfo, GraphStats, Triple
+from kgengine.model import Direction, Entity, GraphInfo, GraphStats, Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 
 
@@ -134,6 +134,71 @@ def open_store(location: str, *, read_only: bool = False) -> KGStore:
     module_name, _, class_name = BACKENDS[backend_for(location)].partition(":")
     cls = getattr(import_module(module_name), class_name)
     return cls(location, read_only=read_only)
+
+
+class NamedQueryStore:
+    """The protocol operations that are the same on every backend once it can run a named
+    query: ``_rows(name, graph, params)`` is each backend's only obligation here."""
+
+    def _rows(self, name: str, graph: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _require(self, graph: str) -> GraphInfo:
+        raise NotImplementedError
+
+    def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
+        return list(self._rows(name, graph, params))
+
+    def _count(self, graph: str) -> int:
+        return int(self.run("count_triples", graph)[0]["n"])
+
+    def stats(self, graph: str) -> GraphStats:
+        self._require(graph)
+        per_relation = {row["r"]: row["n"] for row in self._rows("relation_counts", graph, {})}
+        degrees = {row["degree"]: row["n"] for row in self._rows("degree_histogram", graph, {})}
+        return GraphStats(
+            triples=self._count(graph),
+            entities=int(self.run("count_entities", graph)[0]["n"]),
+            relations=len(per_relation),
+            per_relation=dict(sorted(per_relation.items())),
+            degree_histogram=dict(sorted(degrees.items())),
+        )
+
+    def _expand(self, graph: str, frontier: Sequence[str], step: Direction) -> Iterator[Triple]:
+        name, var = ("edges_out", "h") if step == Direction.OUT else ("edges_in", "t")
+        for row in self._rows(name, graph, {var: [Entity(e) for e in frontier]}):
+            yield Triple(row["h"], row["r"], row["t"])
+
+    def neighbourhood(
+        self,
+        graph: str,
+        entity: str,
+        hops: int = 1,
+        direction: Direction = Direction.BOTH,
+        limit: int | None = None,
+    ) -> list[Triple]:
+        return breadth_first(
+            lambda frontier, step: self._expand(graph, frontier, step),
+            entity,
+            hops,
+            Direction(direction),
+            limit,
+        )
+
+    def labels(self, graph: str) -> dict[str, str]:
+        return {row["e"]: row["label"] for row in self._rows("entity_labels", graph, {})}
+
+    def private_ids(self, graph: str) -> dict[str, str]:
+        return {row["e"]: row["private"] for row in self._rows("entity_private_ids", graph, {})}
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 MAX_HOPS = 3

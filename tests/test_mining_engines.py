@@ -59,6 +59,7 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
         assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
 
 
+@pytest.mark.slow
 def test_parallel_workers_give_the_same_rules(family_store) -> None:
     engine = make_engine(family_store, "family", "matrix")
     one = mine(engine, BRINK)

@@ -351,6 +351,7 @@ def test_engines_mine_the_same_rules_on_random_kgs(seed: int, tmp_path: Path) ->
         assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
 
 
+@pytest.mark.slow
 def test_constants_add_instantiated_atoms(toy_engines: dict) -> None:
     # with constants, atoms such as sibling(?b,4) become possible; every mined rule's measures
     # still match brute force, some rule has a constant, and both engines agree

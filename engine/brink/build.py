@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from threading import Lock
 from typing import Any
 
 from kgengine.brink.answerability import Answerability, check_answerability, surface_triple
@@ -136,11 +137,18 @@ def _select_groundings(store: KGStore, graph: str, index: int, rule: Rule, optio
 
 
 def all_groundings(store: KGStore, graph: str, rules: Sequence[Rule], options: BuildOptions,
-                   progress: bool) -> list[RuleSelection]:
+                   progress: bool, log: Log) -> list[RuleSelection]:
+    done = [0]
+    lock = Lock()
+    step = max(1, len(rules) // 10)
     with progress_bar("grounding rules", total=len(rules), enabled=progress) as bar:
         def one(item: tuple[int, Rule]) -> RuleSelection:
             result = rule_groundings(store, graph, item[0], item[1], options)
             bar.advance()
+            with lock:  # big rule sets take long: a line per tenth also where no bar shows
+                done[0] += 1
+                if not progress and done[0] % step == 0 and len(rules) >= 100:
+                    log(f"grounded {done[0]:,} of {len(rules):,} rules")
             return result
 
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
@@ -267,7 +275,7 @@ def build_brink(
     complete = set(store.triples(graph))
     log(f"{graph}: {len(complete):,} triples, {len(rules):,} rules")
 
-    selections = all_groundings(store, graph, rules, options, progress)
+    selections = all_groundings(store, graph, rules, options, progress, log)
     removal = remove(g for s in selections for g in s.selected)
     incomplete = complete - set(removal.removed)
     problems = removal_violations(complete, incomplete, removal)
