@@ -3,7 +3,7 @@ end, rules given, on Family (facts.txt, the AMIE 3 reference rules bundled with 
 FB15k-237 (all splits, rules from ``bench/data/fb15k237_len4_rules.tsv``, mined once at
 maximum length 4 when missing — 8 MB, not committed). FB15k-237 is built from the rules of
 length <= ``--fb-max-len`` (default 3: 1,263 rules, the size of BRINK's 1,066; the 22,668
-rules of length 4 take hours of grounding queries, see docs/sections/brink.md).
+rules of length 4 take hours of grounding queries, see the README, section BRINK).
 
     .venv/bin/python bench/brink.py                      # both datasets
     .venv/bin/python bench/brink.py --datasets family    # quick

@@ -1,6 +1,6 @@
 """BRINK end to end on the real Family KG (facts.txt, as the official release) in a real
 Oxigraph store, with the real AMIE 3 rules; figures checked against the official release
-as a sanity band (not an exact match: see docs/sections/brink.md)."""
+as a sanity band (not an exact match: see the README, section BRINK)."""
 
 from __future__ import annotations
 
