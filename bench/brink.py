@@ -165,7 +165,9 @@ def main() -> int:
     RESULTS.write_text(json.dumps({
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+                    "platform": platform.platform(),
+                    # timings on a shared machine mean little without its load
+                    "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "results": rows,
     }, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")

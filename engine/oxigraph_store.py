@@ -238,6 +238,7 @@ class OxigraphStore(NamedQueryStore):
     query_language: ClassVar[str] = "sparql"
 
     def __init__(self, location: str, *, read_only: bool = False) -> None:
+        self.read_only = read_only
         self.location = location
         path = Path(location)
         try:
@@ -487,5 +488,6 @@ class OxigraphStore(NamedQueryStore):
             yield Triple(row["h"], row["r"], row["t"])
 
     def close(self) -> None:
-        self._store.flush()
+        if not self.read_only:  # flush() raises on a read-only store
+            self._store.flush()
         del self._store

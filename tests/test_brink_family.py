@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED
 from kgengine.brink.build import BuildOptions, build_brink
-from kgengine.brink.questions import QuestionUnit, balance, make_items, mentions
+from kgengine.brink.questions import SPLITS, QuestionUnit, balance, make_items, mentions
 from kgengine.brink.removal import removal_violations
 from kgengine.brink.report import OFFICIAL
 from kgengine.cli import main
@@ -20,12 +20,11 @@ from kgengine.oxigraph_store import OxigraphStore
 
 AMIE_RULES = SHARED / "reference" / "amie3" / "family_facts_len3.tsv"
 BUNDLED_RULES = Path(__file__).resolve().parent.parent / "engine" / "brink" / "data" / "family_amie3_len3.tsv"
-SPLIT_NAMES = ("train", "valid", "test")
 
 
 def read_questions(out: Path) -> dict[str, list[dict]]:
     return {s: [json.loads(line) for line in (out / f"questions_{s}.jsonl").read_text().splitlines()]
-            for s in SPLIT_NAMES}
+            for s in SPLITS}
 
 
 def read_kg(path: Path) -> set[tuple[str, ...]]:
@@ -88,7 +87,7 @@ def test_family_build_files_keep_every_guarantee(family_build, family_store) -> 
     for h, r, t in complete:
         forward.setdefault((h, r), set()).add(t)
         inverse.setdefault((t, r), set()).add(h)
-    triples = {s: {tuple(q["removed_triple"]) for q in questions[s]} for s in SPLIT_NAMES}
+    triples = {s: {tuple(q["removed_triple"]) for q in questions[s]} for s in SPLITS}
     assert not (triples["train"] & triples["valid"] or triples["train"] & triples["test"]
                 or triples["valid"] & triples["test"])
     for q in (q for qs in questions.values() for q in qs):
