@@ -148,6 +148,8 @@ def main() -> None:
                             for (g, m), (r, s, rss, n) in AMIE3.items()},
         "cases": {},
     }
+    if args.output.exists():  # a partial run (--only) updates the cases it measures
+        results["cases"] = json.loads(args.output.read_text()).get("cases", {})
     with tempfile.TemporaryDirectory(prefix="kgengine-bench-mine-") as tmp:
         store, out = Path(tmp) / "store", Path(tmp)
         prepare(store)

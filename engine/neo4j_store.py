@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 
 import neo4j
 from kgengine.config import config_path, setting
-from kgengine.errors import GraphExistsError, GraphNotFoundError, KGEngineError, StoreError
+from kgengine.errors import GraphNotFoundError, KGEngineError, StoreError
 from kgengine.model import GraphInfo, Relation, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
-from kgengine.queries import query_text
+from kgengine.queries import query_text, relationship_type
 from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
@@ -43,18 +43,6 @@ DEFAULT_RETRY_TIME = 15.0  # seconds a managed transaction retries transient fai
 
 _PLACEHOLDER = re.compile(r"\{\{(?:rel:(\w+)|(\w+))\}\}")
 _LIST_TYPES = (list, tuple, set, frozenset)
-
-
-def relationship_type(relation: str) -> str:
-    """The relation as a Cypher relationship type: backtick-quoted, backticks doubled.
-
-    Neo4j accepts any token name except an empty one or one with a NUL character (checked
-    on 5.26: spaces, quotes, ``})-[``, newlines, 70,000 characters all round-trip)."""
-    if not isinstance(relation, str) or not relation:
-        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j needs a non-empty name")
-    if "\x00" in relation:
-        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j refuses NUL characters")
-    return "`" + relation.replace("`", "``") + "`"
 
 
 def _parameter(value: Any) -> Any:
@@ -276,12 +264,7 @@ class Neo4jStore(NamedQueryStore):
     ) -> GraphInfo:
         check_graph_name(graph)
         self._require_writable()
-        existing = self.graph_info(graph)
-        if existing is not None and existing.status == "complete" and not replace:
-            raise GraphExistsError(
-                f"graph {graph!r} already exists in {self.location} "
-                f"({existing.triples:,} triples); use --replace to reload it"
-            )
+        existing = self._refuse_existing(graph, replace)
         progress.update(description=f"{graph}: reading and checking the input")
         lines = self._check_input(triples)
         for _ in as_mapping(labels):  # labels are read again below; fail now, not then

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 from kgengine import sparqltext, terms
-from kgengine.errors import GraphExistsError, GraphNotFoundError, StoreError
+from kgengine.errors import GraphNotFoundError, StoreError
 from kgengine.model import (
     Entity,
     GraphInfo,
@@ -321,12 +321,7 @@ class OxigraphStore(NamedQueryStore):
         progress: Reporter = NO_PROGRESS,
     ) -> GraphInfo:
         check_graph_name(graph)
-        existing = self.graph_info(graph)
-        if existing is not None and existing.status == "complete" and not replace:
-            raise GraphExistsError(
-                f"graph {graph!r} already exists in {self.location} "
-                f"({existing.triples:,} triples); use --replace to reload it"
-            )
+        existing = self._refuse_existing(graph, replace)
         progress.update(description=f"{graph}: reading and checking the input")
         check_input(triples, labels)
         meta: dict[str, str | int] = {

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
+from kgengine.errors import KGEngineError
+
 _LANGS = {"sparql": ("kgengine.sparql", ".rq"), "cypher": ("kgengine.cypher", ".cypher")}
 
 
@@ -42,3 +44,15 @@ def fill_template(template: str, parts: Mapping[str, str]) -> str:
             raise KeyError(f"query placeholder {{{{{match.group(1)}}}}} not filled") from None
 
     return _PLACEHOLDER.sub(replace, template)
+
+
+def relationship_type(relation: str) -> str:
+    """The relation as a Cypher relationship type: backtick-quoted, backticks doubled.
+
+    Neo4j accepts any token name except an empty one or one with a NUL character (checked
+    on 5.26: spaces, quotes, ``})-[``, newlines, 70,000 characters all round-trip)."""
+    if not isinstance(relation, str) or not relation:
+        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j needs a non-empty name")
+    if "\x00" in relation:
+        raise KGEngineError(f"invalid relation name {relation!r}: Neo4j refuses NUL characters")
+    return "`" + relation.replace("`", "``") + "`"

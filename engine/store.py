@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from kgengine.errors import GraphExistsError
 from kgengine.model import Direction, Entity, GraphInfo, GraphStats, Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 
@@ -140,7 +141,12 @@ class NamedQueryStore:
     """The protocol operations that are the same on every backend once it can run a named
     query: ``_rows(name, graph, params)`` is each backend's only obligation here."""
 
+    location: str
+
     def _rows(self, name: str, graph: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        raise NotImplementedError
+
+    def graph_info(self, graph: str) -> GraphInfo | None:
         raise NotImplementedError
 
     def _require(self, graph: str) -> GraphInfo:
@@ -148,6 +154,17 @@ class NamedQueryStore:
 
     def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
         return list(self._rows(name, graph, params))
+
+    def _refuse_existing(self, graph: str, replace: bool) -> GraphInfo | None:
+        """A load never overwrites a complete graph unless asked to (``--replace``); returns
+        what is stored under the name (a graph to replace, or an interrupted load)."""
+        existing = self.graph_info(graph)
+        if existing is not None and existing.status == "complete" and not replace:
+            raise GraphExistsError(
+                f"graph {graph!r} already exists in {self.location} "
+                f"({existing.triples:,} triples); use --replace to reload it"
+            )
+        return existing
 
     def _count(self, graph: str) -> int:
         return int(self.run("count_triples", graph)[0]["n"])

@@ -18,6 +18,7 @@ from kgengine.brink.removal import (
     removal_violations,
     remove,
     rule_rng,
+    rule_sample_order,
     select,
 )
 from kgengine.mining.rules import Atom, Rule, parse_rule
@@ -152,17 +153,36 @@ def test_violations_catch_a_broken_removal() -> None:
 # ---- the whole build on a real Oxigraph store, random KGs and rules ------------------------
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kg_and_rules(), st.integers(1, 3), st.integers(0, 2))
-def test_build_on_random_kgs_keeps_constraints_and_answerability(data, n: int, seed: int) -> None:
+@given(kg_and_rules(), st.integers(1, 3), st.integers(0, 2), st.sampled_from([None, 1, 2]))
+def test_build_on_random_kgs_keeps_constraints_and_answerability(data, n: int, seed: int,
+                                                                 max_rules: int | None) -> None:
     facts, rules = data
     with tempfile.TemporaryDirectory() as tmp, OxigraphStore(str(Path(tmp) / "store")) as store:
         store.load("kg", sorted(facts), dataset="random")
         result = build_brink(store, "kg", rules, Path(tmp) / "out",
-                       BuildOptions(groundings_per_rule=n, seed=seed, tau=1.0))
+                             BuildOptions(groundings_per_rule=n, seed=seed, tau=1.0, max_rules=max_rules))
     removal = result.removal
+    # the rules grounded: with --max-rules, the first ones in the seeded order that have an
+    # eligible grounding (by the brute-force oracle), else every rule that has one
+    def has_eligible_grounding(i: int) -> bool:
+        grounded = [ground(i, rules[i], sub) for sub in oracle_groundings(rules[i], facts)]
+        return any(gr.head not in gr.body for gr in grounded)
+
+    eligible = [i for i in rule_sample_order(rules, seed) if has_eligible_grounding(i)]
+    assert {g.rule for g in removal.selected} == set(eligible[:max_rules])
+    assert result.stats["rules"]["with_groundings"] == len(eligible[:max_rules])
     incomplete = facts - set(removal.removed)
     assert removal_violations(facts, incomplete, removal) == []
     assert result.answerability.fraction == 1.0
     assert result.answerability.checked == len(removal.kept)
     asked = [item for items in result.splits.values() for item in items]
     assert {item.triple for item in asked} <= set(removal.removed)
+
+
+def test_rule_sample_order_is_seeded_and_blind_to_the_rule_file_order() -> None:
+    rules = [parse_rule(f"r{i}(?a,?b) => h(?a,?b)") for i in range(12)]
+    texts = [str(rules[i]) for i in rule_sample_order(rules, 7)]
+    shuffled = random.Random(1).sample(rules, len(rules))
+    assert [str(shuffled[i]) for i in rule_sample_order(shuffled, 7)] == texts
+    assert sorted(texts) == sorted(str(r) for r in rules)  # a permutation
+    assert [str(rules[i]) for i in rule_sample_order(rules, 8)] != texts

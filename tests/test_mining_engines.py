@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kgengine.commands.mine import make_engine
 from kgengine.loaders import read_dataset
+from kgengine.mining import matrix
+from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
 from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.search import MiningOptions, mine
@@ -57,6 +60,42 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
         assert rule.support == brute_support(facts, atoms)
         assert rule.body_size == brute_body_size(facts, atoms)
         assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
+
+
+@pytest.mark.slow
+def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At max-len 4 the matrix engine counts big heads in blocks of head bindings and closes
+    two unrelated fresh variables relation by relation (memory bounds): with tiny blocks every
+    head relation is split, and the rules, and their measures against substitutions enumerated
+    in Python, stay the same."""
+    data, store = fb_subset
+    triples = list(data.triples)
+    options = replace(FB_OPTIONS, max_len=4)
+    whole = mine(MatrixEngine(KGIndex(triples)), options)
+    monkeypatch.setattr(matrix, "_CHUNK_ROWS", 64)
+    free_pairs = []
+    original = MatrixEngine._free_pair_counts
+
+    def counted(self: MatrixEngine, *args: Any, **kwargs: Any) -> dict[str, int]:
+        free_pairs.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MatrixEngine, "_free_pair_counts", counted)
+    blocked = mine(MatrixEngine(KGIndex(triples)), options)
+    assert free_pairs, "no closing atom between two unrelated variables was counted"
+    assert rows(blocked) == rows(whole)
+    long_rules = [r for r in whole if r.rule.length == 4]
+    assert len(long_rules) >= 40
+    by_query = make_engine(store, "fb", "query")  # SPARQL counts on the store, independently
+    for rule in long_rules[::8]:
+        head = rule.rule.head
+        atoms = (head, *rule.rule.body)
+        subject_side = rule.functional_variable == head.subject
+        pairs = {(row[head.subject[1:]], row[head.object[1:]])
+                 for row in groundings(store, "fb", rule.rule, head=HeadFilter.WITH)}
+        assert rule.support == len(pairs)
+        assert rule.body_size == by_query.body_size(atoms)
+        assert rule.pca_body_size == by_query.pca_body_size(atoms, subject_side)
 
 
 @pytest.mark.slow

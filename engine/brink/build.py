@@ -39,6 +39,7 @@ from kgengine.brink.removal import (
     removal_violations,
     remove,
     rule_rng,
+    rule_sample_order,
     select,
 )
 from kgengine.brink.report import markdown, question_counts, rule_type_counts
@@ -69,6 +70,7 @@ class BuildOptions:
     labels: LabelMode = LabelMode.PRIVATE
     relation_labels: Mapping[str, str] = field(default_factory=dict)
     max_candidates: int | None = 200_000  # per rule, for the uniform sample (None: no cap)
+    max_rules: int | None = None  # ground only this many rules (with groundings), drawn seeded
     workers: int = 1  # concurrent grounding queries
     load_as: str | None = None  # load <name>-complete / <name>-incomplete into the store
     replace: bool = False  # replace those graphs if they exist
@@ -103,6 +105,10 @@ class RuleSelection:
     candidates: int | None  # groundings with body and head in the KG; None: not all counted
     capped: bool = False  # more than max_candidates: sampled from the first max_candidates
     seconds: float = 0.0  # time of the grounding queries (stats.json lists the slowest rules)
+    drawn: bool = True  # False: not drawn by --max-rules (never grounded)
+
+
+NOT_DRAWN = RuleSelection([], None, drawn=False)
 
 
 def rule_groundings(store: KGStore, graph: str, index: int, rule: Rule, options: BuildOptions
@@ -138,21 +144,39 @@ def _select_groundings(store: KGStore, graph: str, index: int, rule: Rule, optio
 
 def all_groundings(store: KGStore, graph: str, rules: Sequence[Rule], options: BuildOptions,
                    progress: bool, log: Log) -> list[RuleSelection]:
+    """Every rule's selection; with ``max_rules``, rules are drawn in the seeded rule order until
+    ``max_rules`` of them have a grounding (the rules after that are not grounded at all)."""
+    wanted = len(rules) if options.max_rules is None else min(options.max_rules, len(rules))
     done = [0]
     lock = Lock()
-    step = max(1, len(rules) // 10)
-    with progress_bar("grounding rules", total=len(rules), enabled=progress) as bar:
-        def one(item: tuple[int, Rule]) -> RuleSelection:
-            result = rule_groundings(store, graph, item[0], item[1], options)
+    step = max(1, wanted // 10)
+    with progress_bar("grounding rules", total=wanted, enabled=progress) as bar:
+        def one(index: int) -> RuleSelection:
+            result = rule_groundings(store, graph, index, rules[index], options)
             bar.advance()
             with lock:  # big rule sets take long: a line per tenth also where no bar shows
                 done[0] += 1
-                if not progress and done[0] % step == 0 and len(rules) >= 100:
-                    log(f"grounded {done[0]:,} of {len(rules):,} rules")
+                if not progress and done[0] % step == 0 and wanted >= 100:
+                    log(f"grounded {done[0]:,} of {wanted:,} rules")
             return result
 
         with ThreadPoolExecutor(max(1, options.workers)) as pool:
-            return list(pool.map(one, enumerate(rules)))
+            if options.max_rules is None:
+                return list(pool.map(one, range(len(rules))))
+            # Rounds of as many rules as are still missing, in the seeded order: the rules
+            # taken are the same whatever the number of workers.
+            selections = [NOT_DRAWN] * len(rules)
+            order = rule_sample_order(rules, options.seed)
+            position, have = 0, 0
+            while have < wanted and position < len(order):
+                batch = order[position:position + wanted - have]
+                position += len(batch)
+                for index, result in zip(batch, pool.map(one, batch), strict=True):
+                    if have == wanted:  # the round's later rules are not taken
+                        break
+                    selections[index] = result  # drawn, with or without groundings
+                    have += bool(result.selected)
+            return selections
 
 
 # ---- questions ----------------------------------------------------------------------------
@@ -230,7 +254,7 @@ def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selections: Sequ
     with the same seed writes the same bytes; query times go to stats.json.)"""
     kept_by_rule = Counter(g.rule for g in kept)
     removed_by_rule = Counter(rule for rule, _ in {(g.rule, g.head) for g in kept})
-    header = ["rule_index", "body", "head", "rule_type", *MEASURES, "groundings", "capped",
+    header = ["rule_index", "body", "head", "rule_type", *MEASURES, "drawn", "groundings", "capped",
               "selected", "kept", "removed", "questions"]
     lines = ["\t".join(header)]
     for i, item in enumerate(inputs):
@@ -238,7 +262,8 @@ def write_rules(path: Path, inputs: Sequence[Rule | MinedRule], selections: Sequ
         measures = [str(getattr(item, k)) if isinstance(item, MinedRule) else "" for k in MEASURES]
         lines.append("\t".join([
             str(i), " & ".join(str(a) for a in rule.body), str(rule.head), rule.rule_type.value,
-            *measures, "" if selections[i].candidates is None else str(selections[i].candidates),
+            *measures, "yes" if selections[i].drawn else "",
+            "" if selections[i].candidates is None else str(selections[i].candidates),
             "yes" if selections[i].capped else "", str(len(selections[i].selected)),
             str(kept_by_rule[i]), str(removed_by_rule[i]), str(questions[i]),
         ]))
@@ -369,11 +394,12 @@ def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
         "settings": options.settings() | {"questions": "llm" if writer else "template"},
         "rules": {
             "by_type": rule_type_counts(rules),
+            "drawn": sum(1 for s in selections if s.drawn),
             "with_groundings": sum(1 for s in selections if s.selected),
             "contributing_questions": len({item.paths[0].rule for item in balanced}),
         },
         "groundings": {
-            "candidates": (None if any(s.candidates is None for s in selections)
+            "candidates": (None if any(s.candidates is None for s in selections if s.drawn)
                            else sum(s.candidates or 0 for s in selections)),
             "capped_rules": sum(1 for s in selections if s.capped),
             "query_seconds": round(sum(s.seconds for s in selections), 2),

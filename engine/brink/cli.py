@@ -66,6 +66,9 @@ def _workers(value: int | None, backend: str) -> int:
 @click.option("--max-candidates", default=200_000, show_default=True, type=click.IntRange(min=1),
               help="Per rule, the most groundings held to sample from; a rule with more samples "
                    "from the first ones in query order (reported in rules.tsv and stats).")
+@click.option("--max-rules", default=None, type=click.IntRange(min=1),
+              help="Ground only N rules, drawn at random (seeded) among those with groundings, as "
+                   "the official code does (grounding_sample.py --max_rules 300) [default: all].")
 @click.option("--question-unit", type=click.Choice([u.value for u in QuestionUnit]), default="triple",
               show_default=True,
               help="One question per removed triple, or per kept grounding (the official code's "
@@ -98,7 +101,8 @@ def _workers(value: int | None, backend: str) -> int:
 @click.option("--replace", is_flag=True, help="With --load: replace those graphs if they exist.")
 def build_command(
     store_location: str | None, graph: str, rules_path: Path | None, max_len: int | None,
-    groundings_per_rule: int, selection: str, max_candidates: int, question_unit: str, tau: float,
+    groundings_per_rule: int, selection: str, max_candidates: int, max_rules: int | None,
+    question_unit: str, tau: float,
     seed: int, question_mode: str, labels: str, relation_labels: Path | None,
     llm_base_url: str | None, llm_model: str | None, llm_cache: Path | None, llm_workers: int,
     workers: int | None, out_dir: Path, load: bool, load_as: str | None, replace: bool,
@@ -119,7 +123,8 @@ def build_command(
             click.echo(f"mined {len(rules):,} rules from {graph} (max length {max_len or 3})", err=True)
         options = BuildOptions(
             groundings_per_rule=groundings_per_rule, selection=Selection(selection),
-            max_candidates=max_candidates, unit=QuestionUnit(question_unit), tau=tau, seed=seed,
+            max_candidates=max_candidates, max_rules=max_rules, unit=QuestionUnit(question_unit),
+            tau=tau, seed=seed,
             labels=LabelMode(labels),
             relation_labels=_relation_labels(relation_labels),
             workers=_workers(workers, store.backend),

@@ -57,6 +57,15 @@ def rule_rng(seed: int, rule: Rule) -> random.Random:
     return random.Random(f"{seed}/select/{rule}")
 
 
+def rule_sample_order(rules: Sequence[Rule], seed: int) -> list[int]:
+    """Indices of ``rules`` in the seeded order in which ``--max-rules`` takes them (the
+    official code draws its rules at random too: ``grounding_sample.py --max_rules 300``). The
+    order depends on the rules' canonical texts, not on their order in the rule file."""
+    by_text = sorted(range(len(rules)), key=lambda i: str(rules[i]))
+    random.Random(f"{seed}/rules").shuffle(by_text)
+    return by_text
+
+
 def select(candidates: Sequence[Grounding], n: int, mode: Selection, rng: random.Random) -> list[Grounding]:
     """Up to ``n`` groundings of one rule. A grounding whose head is one of its own body
     triples (``r(x,z) ∧ s(z,y) ⇒ r(x,y)`` grounded with z = y, or a symmetric rule on a

@@ -81,6 +81,9 @@ def markdown(stats: Mapping[str, Any]) -> str:
         ("… dropped by balancing (τ)", questions["balanced_away"]),
         ("questions", questions["total"]),
     ]
+    if rules.get("drawn", rules["by_type"]["total"]) < rules["by_type"]["total"]:
+        funnel.insert(0, (f"rules drawn until {rules['with_groundings']:,} had groundings (--max-rules)",
+                          rules["drawn"]))
     if g.get("capped_rules"):
         funnel.insert(1, ("… rules sampled from their first --max-candidates groundings",
                           g["capped_rules"]))

@@ -15,6 +15,7 @@ from typing import Any
 
 from kgengine import terms
 from kgengine.mining.rules import Atom, is_variable
+from kgengine.queries import relationship_type
 
 _VAR = re.compile(r"\?([a-z]\w*)")
 
@@ -42,13 +43,6 @@ def sparql_patterns(atoms: Sequence[Atom]) -> str:
     return "\n  ".join(sparql_atom(a) for a in atoms)
 
 
-def cypher_type(relation: str) -> str:
-    """A relationship type as a Cypher identifier: backtick-quoted, backticks doubled."""
-    if not relation:
-        raise ValueError("empty relation name")
-    return "`" + relation.replace("`", "``") + "`"
-
-
 def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[str, dict[str, Any]]:
     """One ``MATCH`` clause per atom, so that (as in SPARQL and AMIE) two atoms may bind the
     same relationship: Neo4j's relationship-uniqueness applies only within one MATCH.
@@ -69,7 +63,8 @@ def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[
         return f"({name}:Entity {{graph: ${graph_param}}})"
 
     for atom in atoms:
-        clauses.append(f"MATCH {node(atom.subject)}-[:{cypher_type(atom.relation)}]->{node(atom.object)}")
+        rel = relationship_type(atom.relation)
+        clauses.append(f"MATCH {node(atom.subject)}-[:{rel}]->{node(atom.object)}")
     return "\n".join(clauses), params
 
 

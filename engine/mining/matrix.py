@@ -283,13 +283,28 @@ class MatrixEngine:
         return dict(self.index.stats)
 
     def refinement_counts(
-        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]]
+        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], min_support: int = 0
     ) -> list[dict[str, int]]:
         """For the rule ``atoms`` (head first) and each shape (subject, object) of a new atom
-        (FRESH for the new variable): relation -> support of the rule extended by that atom."""
+        (FRESH for the new variable): relation -> support of the rule extended by that atom.
+        Relations below ``min_support`` may be left out."""
         prefer = [v for shape in shapes for v in shape if v != FRESH]
-        bound = self._bind(self._head_rows(atoms[0]), list(atoms[1:]), prefer)
-        return [self._shape_counts(bound, shape) for shape in shapes]
+        head_rows = self._head_rows(atoms[0])
+        if len(head_rows) <= _CHUNK_ROWS:
+            bound = self._bind(head_rows, list(atoms[1:]), prefer)
+            return [self._shape_counts(bound, shape, min_support) for shape in shapes]
+        # Large heads in blocks of head bindings: supports add up over disjoint blocks, and the
+        # memory of a message (rows x values of a free variable) stays bounded. A relation
+        # below the threshold in one block may pass it overall, so blocks count everything.
+        totals: list[dict[str, int]] = [{} for _ in shapes]
+        for start in range(0, len(head_rows), _CHUNK_ROWS):
+            block = head_rows.take(np.arange(start, min(start + _CHUNK_ROWS, len(head_rows))))
+            block = Rows(block.values, block.group - start, len(block))
+            bound = self._bind(block, list(atoms[1:]), prefer)
+            for total, shape in zip(totals, shapes, strict=True):
+                for rel, n in self._shape_counts(bound, shape).items():
+                    total[rel] = total.get(rel, 0) + n
+        return totals
 
     def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=False, cap=cap)
@@ -533,7 +548,7 @@ class MatrixEngine:
         return Bound(Rows(values, rows.group[r], rows.groups), bound.atoms)
 
     # -- candidate counts --------------------------------------------------------------------
-    def _shape_counts(self, bound: Bound, shape: tuple[str, str]) -> dict[str, int]:
+    def _shape_counts(self, bound: Bound, shape: tuple[str, str], min_support: int = 0) -> dict[str, int]:
         idx = self.index
         if not len(bound.rows):
             return {}
@@ -548,6 +563,8 @@ class MatrixEngine:
             return {idx.relations[i]: int(c) for i, c in enumerate(counts) if c}
         # closing: (row, subject value, object value) triples looked up in the fact-pair index
         if subject not in bound.rows.values and obj not in bound.rows.values:
+            if self._independent(bound, subject, obj):
+                return self._free_pair_counts(bound, subject, obj, min_support)
             # two free variables: fix the one with fewer values (the other one's values are
             # then filtered per row); both directions of the pair share it
             fix = min((subject, obj), key=lambda v: (self._values(bound, v).nnz, v))
@@ -567,6 +584,31 @@ class MatrixEngine:
             hit, rels = idx.pair_relations(fixed_values * idx.n + free_values if fixed == subject
                                            else free_values * idx.n + fixed_values)
         return self._count_cells(rows, rows.group[row_ids[hit]], rels)
+
+    def _independent(self, bound: Bound, u: str, v: str) -> bool:
+        """Free variables in different components: given a row, their values are independent."""
+        return not any(u in c and v in c for c in self._components(bound.rows, bound.atoms))
+
+    def _free_pair_counts(self, bound: Bound, subject: str, obj: str, min_support: int) -> dict[str, int]:
+        """Closing atom r(subject, obj) between two independent free variables, relation by
+        relation: rows where (S @ A_r) ∘ O is not empty, S and O the per-row value sets. Memory
+        stays within one product (fixing one variable would pair every value of one with every
+        value of the other); relations that cannot reach ``min_support`` are skipped on a bound
+        (some value of S with an r edge out and some value of O with one in, in the same row)."""
+        idx = self.index
+        rows = bound.rows
+        s_values, o_values = self._values(bound, subject), self._values(bound, obj)
+        both = (s_values @ idx.subject_incidence).multiply(o_values @ idx.object_incidence).tocsc()
+        counts: dict[str, int] = {}
+        for rel in np.nonzero(np.diff(both.indptr) >= max(min_support, 1))[0]:
+            candidates = both.indices[both.indptr[rel] : both.indptr[rel + 1]]  # rows to test
+            hits = (gather_rows(s_values, candidates) @ idx.fwd[rel]).multiply(
+                gather_rows(o_values, candidates)).tocsr()
+            found = candidates[np.diff(hits.indptr) > 0]
+            support = len(found) if rows.one_per_group else len(np.unique(rows.group[found]))
+            if support:
+                counts[idx.relations[rel]] = support
+        return counts
 
     def _linked_values(
         self, bound: Bound, fixed: str, free: str, forward: bool

@@ -64,8 +64,9 @@ class QueryEngine:
         }
 
     def refinement_counts(
-        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]]
+        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], min_support: int = 0
     ) -> list[dict[str, int]]:
+        # every relation is counted (one GROUP BY query per shape); the miner filters
         out = []
         for subject, obj in shapes:
             subject = NEW_VARIABLE if subject == FRESH else subject

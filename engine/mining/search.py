@@ -63,10 +63,11 @@ class CountingEngine(Protocol):
     def relation_stats(self) -> dict[str, RelationStats]: ...
 
     def refinement_counts(
-        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]]
+        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], min_support: int = 0
     ) -> list[dict[str, int]]:
         """Per shape (subject, object) of a new atom, FRESH marking a new variable: relation ->
-        support (distinct head bindings) of ``atoms`` (head first) plus that atom."""
+        support (distinct head bindings) of ``atoms`` (head first) plus that atom; relations
+        below ``min_support`` may be left out."""
         ...
 
     def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int: ...
@@ -341,7 +342,7 @@ class Miner:
             join = order if closed else open_vars
             dangling = [(v, FRESH) for v in join] + [(FRESH, v) for v in join]
 
-        counts = self.engine.refinement_counts(atoms, closing + dangling)
+        counts = self.engine.refinement_counts(atoms, closing + dangling, threshold)
         children: list[Node] = []
         for shape, found in zip(closing, counts, strict=False):
             for relation, support in self._frequent(found, threshold, atoms):
