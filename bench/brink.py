@@ -2,13 +2,13 @@
 end, rules given, on Family (facts.txt, the AMIE 3 reference rules bundled with kgengine) and
 FB15k-237 (all splits, rules from ``bench/data/fb15k237_len4_rules.tsv``, mined once at
 maximum length 4 when missing — 27,283 rules, 10 MB, not committed). FB15k-237 is built as the
-official code builds it: ``--max-rules 300`` rules drawn at random (its
-``grounding_sample.sh --max_rules 300``), rules up to ``--fb-max-len`` (default 4).
+official code builds it: 300 rules drawn at random (its ``grounding_sample.sh --max_rules
+300``, our ``--max-rules 300``), one question per kept grounding, from the rules of length <= 3
+(AMIE 3's 1,262) and from all of them.
 
-    .venv/bin/python bench/brink.py                      # both datasets
-    .venv/bin/python bench/brink.py --datasets family    # quick
-    .venv/bin/python bench/brink.py --no-mine            # skip FB15k-237 without a rules file
-    .venv/bin/python bench/brink.py --fb-max-rules 0     # every mined rule (hours)
+    .venv/bin/python bench/brink.py                              # every case
+    .venv/bin/python bench/brink.py --cases family               # quick
+    .venv/bin/python bench/brink.py --no-mine                    # skip FB15k-237 without a rules file
 
 Every measured job (load, mine, build) runs in its own subprocess, so its peak RSS is its
 own. Prints a table and writes ``bench/results/brink.json``. Data come from
@@ -40,6 +40,12 @@ FB_RULES = DATA / "fb15k237_len4_rules.tsv"
 SETUPS = {
     "family": ("family", DATASETS / "family", "facts", "family-facts"),
     "fb15k-237": ("fb15k-237", DATASETS / "fb15k-237", "train,valid,test", "fb15k-237"),
+}
+# case -> (dataset, longest rules used, --max-rules (0: all), --question-unit)
+CASES = {
+    "family": ("family", 3, 0, "triple"),
+    "fb15k-237-len3-300": ("fb15k-237", 3, 300, "grounding"),
+    "fb15k-237-len4-300": ("fb15k-237", 4, 300, "grounding"),
 }
 
 
@@ -73,8 +79,8 @@ def job_mine(dataset: str, store: str, out: str) -> dict[str, Any]:
             "peak_rss_mib": _peak_rss_mib()}
 
 
-def job_build(dataset: str, store: str, rules: str, max_len: str, max_rules: str, out: str
-              ) -> dict[str, Any]:
+def job_build(dataset: str, store: str, rules: str, max_len: str, max_rules: str, unit: str,
+              out: str) -> dict[str, Any]:
     import kgengine.brink.cli  # noqa: F401  (import time is not build time)
     from kgengine.cli import main
 
@@ -82,7 +88,7 @@ def job_build(dataset: str, store: str, rules: str, max_len: str, max_rules: str
     draw = ["--max-rules", max_rules] if int(max_rules) else []
     started = time.perf_counter()
     main(["brink", "build", "--store", store, "--graph", graph, "--rules", rules, "--max-len", max_len,
-          *draw, "-o", out], standalone_mode=False)
+          *draw, "--question-unit", unit, "-o", out], standalone_mode=False)
     seconds = time.perf_counter() - started
     stats = json.loads((Path(out) / "stats.json").read_text())
     return {"seconds": seconds, "peak_rss_mib": _peak_rss_mib(), "stats": stats}
@@ -100,11 +106,14 @@ def run_job(*args: str) -> dict[str, Any]:
 
 
 # ---- the benchmark --------------------------------------------------------------------------
-def bench(dataset: str, workdir: Path, allow_mine: bool, fb_max_len: int, fb_max_rules: int
+def bench(case: str, workdir: Path, allow_mine: bool, loads: dict[str, dict[str, Any]]
           ) -> dict[str, Any] | None:
+    dataset, max_len, max_rules, unit = CASES[case]
     store = str(workdir / f"store-{dataset}")
     rules = FAMILY_RULES if dataset == "family" else FB_RULES
-    loaded = run_job("load", dataset, store)
+    if dataset not in loads:
+        loads[dataset] = run_job("load", dataset, store)
+    loaded = loads[dataset]
     mined = None
     if not rules.is_file():
         if not allow_mine:
@@ -113,12 +122,13 @@ def bench(dataset: str, workdir: Path, allow_mine: bool, fb_max_len: int, fb_max
         DATA.mkdir(parents=True, exist_ok=True)
         print(f"{dataset}: mining rules of length <= 4 once into {rules} ...", flush=True)
         mined = run_job("mine", dataset, store, str(rules))
-    max_len, max_rules = (3, 0) if dataset == "family" else (fb_max_len, fb_max_rules)
-    built = run_job("build", dataset, store, str(rules), str(max_len), str(max_rules),
-                    str(workdir / f"out-{dataset}"))
+    built = run_job("build", dataset, store, str(rules), str(max_len), str(max_rules), unit,
+                    str(workdir / f"out-{case}"))
     stats = built.pop("stats")
     return {
+        "case": case,
         "dataset": dataset,
+        "question_unit": unit,
         "rules_file": str(rules.relative_to(ROOT)),
         "max_rule_length": max_len,
         "max_rules": max_rules or None,
@@ -127,6 +137,7 @@ def bench(dataset: str, workdir: Path, allow_mine: bool, fb_max_len: int, fb_max
         "build_seconds": round(built["seconds"], 2),
         "build_peak_rss_mib": round(built["peak_rss_mib"], 1),
         "rules": stats["rules"]["by_type"]["total"],
+        "rules_with_groundings": stats["rules"]["with_groundings"],
         "rules_drawn": stats["rules"]["drawn"],
         "triples_complete": stats["triples"]["complete"],
         "triples_incomplete": stats["triples"]["incomplete"],
@@ -136,12 +147,13 @@ def bench(dataset: str, workdir: Path, allow_mine: bool, fb_max_len: int, fb_max
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| dataset | rules (max length) | drawn | complete | incomplete | "
+    lines = ["| dataset | rules (max length) | grounded | question per | complete | incomplete | "
              "questions (train/valid/test) | build s | peak RSS MiB | answerable |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         q = r["questions"]
-        lines.append(f"| {r['dataset']} | {r['rules']:,} ({r['max_rule_length']}) | {r['rules_drawn']:,} | "
+        lines.append(f"| {r['dataset']} | {r['rules']:,} ({r['max_rule_length']}) | "
+                     f"{r['rules_with_groundings']:,} | {r['question_unit']} | "
                      f"{r['triples_complete']:,} | {r['triples_incomplete']:,} | "
                      f"{q['total']:,} ({q['train']:,}/{q['valid']:,}/"
                      f"{q['test']:,}) | {r['build_seconds']:.1f} | {r['build_peak_rss_mib']:.0f} | "
@@ -152,20 +164,17 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--job", nargs="+", help=argparse.SUPPRESS)
-    parser.add_argument("--datasets", default="family,fb15k-237")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     parser.add_argument("--no-mine", action="store_true", help="never mine FB15k-237 rules here")
-    parser.add_argument("--fb-max-len", type=int, default=4, help="FB15k-237: longest rules used")
-    parser.add_argument("--fb-max-rules", type=int, default=300,
-                        help="FB15k-237: rules drawn (--max-rules; 0: all)")
     args = parser.parse_args()
     if args.job:
         name, *rest = args.job
         print(json.dumps(JOBS[name](*rest)))
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="kgengine-bench-brink-"))
+    loads: dict[str, dict[str, Any]] = {}
     try:
-        rows = [r for d in args.datasets.split(",")
-                if (r := bench(d.strip(), workdir, not args.no_mine, args.fb_max_len, args.fb_max_rules))]
+        rows = [r for c in args.cases.split(",") if (r := bench(c.strip(), workdir, not args.no_mine, loads))]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(rows))
