@@ -18,7 +18,7 @@ from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.search import MiningOptions, mine
 from kgengine.oxigraph_store import OxigraphStore
 from test_mining_amie_parity import BRINK, assert_same_as_amie
-from test_mining_small import brute_body_size, brute_pca_body_size, brute_support
+from test_mining_small import assert_measures_by_brute_force
 
 # A FB15k-237 subset small enough for the query engine: the train.txt lines (CRLF endings, as
 # distributed) of the 8 /olympics/ relations, ~5,900 triples that give a dozen rules
@@ -53,13 +53,7 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
     by_query = mine(make_engine(store, "fb", "query"), replace(FB_OPTIONS, threads=2))
     assert len(by_matrix) >= 10
     assert rows(by_matrix) == rows(by_query)
-    facts = set(triples)
-    for rule in by_matrix[::5]:  # spot checks against substitutions enumerated in Python
-        atoms = (rule.rule.head, *rule.rule.body)
-        subject_side = rule.functional_variable == rule.rule.head.subject
-        assert rule.support == brute_support(facts, atoms)
-        assert rule.body_size == brute_body_size(facts, atoms)
-        assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
+    assert_measures_by_brute_force(set(triples), by_matrix[::5])  # spot checks
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
+from kgengine.mining.io import MinedRule
 from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.measures import Side, support_threshold
 from kgengine.mining.query_engine import QueryEngine
@@ -158,6 +159,16 @@ def toy_engines(tmp_path_factory: pytest.TempPathFactory):
 
 def _atoms(rule: Rule) -> tuple[Atom, ...]:
     return (rule.head, *rule.body)
+
+
+def assert_measures_by_brute_force(facts: set[Triple], rules: Sequence[MinedRule]) -> None:
+    """Support, body size and PCA body size of each rule equal substitutions enumerated in Python."""
+    for rule in rules:
+        atoms = _atoms(rule.rule)
+        subject_side = rule.functional_variable == rule.rule.head.subject
+        assert rule.support == brute_support(facts, atoms)
+        assert rule.body_size == brute_body_size(facts, atoms)
+        assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
 
 
 @pytest.mark.parametrize("engine", ["matrix", "query"])
@@ -343,12 +354,7 @@ def test_engines_mine_the_same_rules_on_random_kgs(seed: int, tmp_path: Path) ->
     assert by_matrix, "the random KG should give some rules"
     assert [r.tsv_row() for r in by_matrix] == [r.tsv_row() for r in by_query]
     facts = set(triples)
-    for rule in by_matrix:
-        atoms = _atoms(rule.rule)
-        subject_side = rule.functional_variable == rule.rule.head.subject
-        assert rule.support == brute_support(facts, atoms)
-        assert rule.body_size == brute_body_size(facts, atoms)
-        assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
+    assert_measures_by_brute_force(facts, by_matrix)
 
 
 @pytest.mark.slow
@@ -411,9 +417,4 @@ def test_max_len_5_measures_match_brute_force() -> None:
     rules = mine(MatrixEngine(KGIndex(triples)), options)
     assert any(len(r.rule.body) == 4 for r in rules)
     facts = set(triples)
-    for rule in rules:
-        atoms = _atoms(rule.rule)
-        subject_side = rule.functional_variable == rule.rule.head.subject
-        assert rule.support == brute_support(facts, atoms)
-        assert rule.body_size == brute_body_size(facts, atoms)
-        assert rule.pca_body_size == brute_pca_body_size(facts, atoms, subject_side)
+    assert_measures_by_brute_force(facts, rules)
