@@ -10,11 +10,18 @@ STAMP := $(VENV)/.installed-stamp
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,rag,plots]'
-	touch $(STAMP)
+# Quiet unless it fails: pip's and the build backend's output go to $(SETUP_LOG), shown
+# only when a step fails.
+SETUP_LOG := .setup.log
+
+$(STAMP): pyproject.toml setup.py
+	@echo "setting up $(VENV) (pip install -e '.[dev,rag,plots]'; minutes on the first run)"
+	@{ $(PYTHON) -m venv $(VENV) && \
+	  $(BIN)/pip install --upgrade pip && \
+	  $(BIN)/pip install -e '.[dev,rag,plots]'; \
+	} > $(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "setup failed (log: $(SETUP_LOG))" >&2; exit 1; }
+	@rm -f $(SETUP_LOG)
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
@@ -32,4 +39,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo-store demo-out
+	rm -rf $(VENV) build *.egg-info demo-store demo-out $(SETUP_LOG)

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets"
+sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from shared_data import DATASETS  # noqa: E402
+
 DATA = ROOT / "bench" / "data"
 RESULTS = ROOT / "bench" / "results" / "brink.json"
 FAMILY_RULES = ROOT / "engine" / "brink" / "data" / "family_amie3_len3.tsv"
@@ -66,7 +68,7 @@ def job_load(dataset: str, store: str) -> dict[str, Any]:
 
 
 def job_mine(dataset: str, store: str, out: str) -> dict[str, Any]:
-    from kgengine.brink.cli import mine_rules
+    from kgengine.brink.build import mine_rules
     from kgengine.mining.io import write_tsv
     from kgengine.oxigraph_store import OxigraphStore
 
@@ -81,7 +83,7 @@ def job_mine(dataset: str, store: str, out: str) -> dict[str, Any]:
 
 def job_build(dataset: str, store: str, rules: str, max_len: str, max_rules: str, unit: str,
               out: str) -> dict[str, Any]:
-    import kgengine.brink.cli  # noqa: F401  (import time is not build time)
+    import kgengine.commands.brink  # noqa: F401  (import time is not build time)
     from kgengine.cli import main
 
     graph = SETUPS[dataset][3]

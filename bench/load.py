@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets"
+sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from shared_data import DATASETS  # noqa: E402
+
 REAL = {"fb15k-237": DATASETS / "fb15k-237", "metaqa": DATASETS / "metaqa"}
 WIKIDATA5M = {"entities": 4_594_485, "relations": 822, "valid": 5_163, "test": 5_133}
 

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets"
+sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from shared_data import DATASETS  # noqa: E402
+
 KGENGINE = [sys.executable, "-m", "kgengine.cli"]
 
 # graph -> (dataset, splits)

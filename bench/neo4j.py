@@ -47,7 +47,9 @@ from kgengine.oxigraph_store import OxigraphStore
 from kgengine.store import KGStore
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets"
+sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from shared_data import DATASETS as SHARED  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results" / "neo4j.json"
 GRAPH_PREFIX = "bench-"
 

@@ -40,6 +40,9 @@ from kgengine.loaders import read_dataset
 from kgengine.oxigraph_store import OxigraphStore
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from shared_data import DATASETS  # noqa: E402
+
 BIN = Path(sys.executable).parent
 JSON_TYPE = "application/sparql-results+json"
 
@@ -216,7 +219,7 @@ def canonical(rows: list[dict[str, Any]]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "datasets" / "fb15k-237")
+    parser.add_argument("--data", type=Path, default=DATASETS / "fb15k-237")
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per phase")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per phase")
     parser.add_argument("--warmup", type=float, default=1.0)

@@ -15,8 +15,10 @@ Data model
     pattern must be anchored on ``(:Entity {graph: $graph})`` (the edges of a graph only
     join nodes of that graph, so anchoring one end is enough). Nodes are only created with
     an edge (labels of entities that are in no triple are skipped, as in the Oxigraph
-    backend), so the ``:Entity`` nodes of a graph are exactly its entities. Graph metadata
-    lives in ``(:Graph {name, ...})`` nodes, never touched by named queries.
+    backend), so the ``:Entity`` nodes of a graph are exactly its entities. Relation labels
+    live in ``(:Relation {graph, name, label})`` nodes without edges (read by
+    ``relation_labels``). Graph metadata lives in ``(:Graph {name, ...})`` nodes, never
+    touched by named queries.
 
 Parameters
     ``$graph`` (the graph name, a string) is always passed. Every keyword argument of

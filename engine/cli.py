@@ -18,8 +18,11 @@ COMMANDS: dict[str, str] = {
     "query": "kgengine.commands.kg:query",
     "mine": "kgengine.commands.mine:mine",
     "groundings": "kgengine.commands.mine:groundings_command",
-    "serve": "kgengine.serve.cli:serve",
-    "brink": "kgengine.brink.cli:brink",
+    "serve": "kgengine.commands.serve:serve",
+    "brink": "kgengine.commands.brink:brink",
+    "ask": "kgengine.commands.ask:ask",
+    "entity": "kgengine.commands.explore:entity",
+    "eval": "kgengine.commands.eval:eval_group",
 }
 
 
@@ -37,9 +40,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except KGEngineError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except ValueError as exc:  # bad parameter values raised below the CLI layer
+        except KGEngineError as exc:  # a user error: one line; anything else is a bug (traceback)
             raise click.ClickException(str(exc)) from exc
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from kgengine.config import resolve_store
+from kgengine.errors import InvalidParameterError
 from kgengine.store import KGStore, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,8 +33,35 @@ def graph_option(required: bool = False, default: str | None = None) -> Callable
     )
 
 
-def connect(store_location: str | None, read_only: bool = False) -> KGStore:
-    return open_store(resolve_store(store_location), read_only=read_only)
+def connect(store_location: str | None, read_only: bool = False, create: bool = False) -> KGStore:
+    """The store of ``--store`` (or the configured default). Only ``kgengine load`` passes
+    ``create``: every other command refuses a location that holds no store instead of
+    creating one there."""
+    return open_store(resolve_store(store_location), read_only=read_only, create=create)
+
+
+def check_output_file(path: Path | None, option: str) -> None:
+    """Fail before any work when the output file ``path`` (of ``option``) cannot be written:
+    its folder is missing or not writable, or it is a folder itself."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InvalidParameterError(f"{option} {path} is a directory, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InvalidParameterError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidParameterError(f"{option} {path}: not writable")
+
+
+def check_output_dir(path: Path, option: str) -> None:
+    """Fail before any work when the output folder ``path`` cannot be made or written: it
+    is a file, lies under a file, or its nearest existing folder is not writable."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise InvalidParameterError(f"{option} {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InvalidParameterError(f"{option} {path}: {existing} is not writable")
 
 
 def show_progress() -> bool:

@@ -1,10 +1,19 @@
-"""Errors the CLI turns into a one-line message and a non-zero exit (no traceback)."""
+"""The user-error types: what the CLI turns into a one-line message and a non-zero exit.
+
+A :class:`KGEngineError` is a problem the user can fix (bad input, a missing graph, a bad
+option, an unwritable output path) and names what to fix. Anything else that escapes a
+command is a bug and shows its traceback: the CLI converts no other exception."""
 
 from __future__ import annotations
 
 
 class KGEngineError(Exception):
     """Base class: a problem the user can fix (bad input, missing graph, bad option)."""
+
+
+class InvalidParameterError(KGEngineError, ValueError):
+    """A parameter value out of its domain (a graph name, a number of hops, an output path);
+    also a ``ValueError`` for library callers."""
 
 
 class InputError(KGEngineError):
@@ -22,6 +31,14 @@ class GraphExistsError(KGEngineError):
 
 class GraphNotFoundError(KGEngineError):
     pass
+
+
+class GraphIncompleteError(KGEngineError):
+    """The graph is marked 'loading': its load was interrupted."""
+
+
+class QueryError(KGEngineError):
+    """A user's query the store cannot parse or run."""
 
 
 class StoreError(KGEngineError):

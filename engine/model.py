@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from kgengine.errors import InvalidParameterError
 
 
 class Triple(NamedTuple):
@@ -42,7 +44,7 @@ GRAPH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 def check_graph_name(name: str) -> str:
     """Graph names end up in IRIs, Neo4j properties and file names: keep them simple."""
     if not GRAPH_NAME_RE.fullmatch(name):
-        raise ValueError(
+        raise InvalidParameterError(
             f"invalid graph name {name!r}: use letters, digits, '_', '.', '-' "
             "(at most 128 characters, starting with a letter or digit)"
         )
@@ -86,3 +88,15 @@ class GraphStats:
                 median = degree
                 break
         return {"mean": mean, "median": float(median), "max": float(max(self.degree_histogram))}
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A user's query result (``KGStore.query``), the same shape on every backend: a
+    boolean (SPARQL ASK), or named columns and rows of plain values (str for IRIs and
+    literals, their lexical form on Oxigraph; numbers, lists and maps as Cypher returns
+    them; None where unbound). CONSTRUCT / DESCRIBE give subject, predicate, object rows."""
+
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
+    boolean: bool | None = None

@@ -4,9 +4,10 @@ official ``neo4j`` driver.
 Data model (see ``cypher/__init__.py`` for the query conventions): ``(:Entity {graph, id,
 private_id, label})`` nodes, unique on (graph, id); one relationship type per relation, the
 type being the relation name itself (backtick-escaped in query text, so any name Neo4j
-accepts round-trips through ``type(x)``); every graph variant kept apart in one database by
-the ``graph`` property (Community has a single user database); load metadata in
-``(:Graph {name, dataset, status, triples, source, splits, loaded_at})``.
+accepts round-trips through ``type(x)``); relation labels in ``(:Relation {graph, name,
+label})`` nodes (no edges); every graph variant kept apart in one database by the ``graph``
+property (Community has a single user database); load metadata in ``(:Graph {name,
+dataset, status, triples, source, splits, loaded_at})``.
 
 Connection: the URI of ``--store`` (``neo4j://``, ``bolt://``, ``neo4j+s://`` ...) plus
 user / password / database from ``NEO4J_USER`` / ``NEO4J_PASSWORD`` / ``NEO4J_DATABASE`` or
@@ -22,8 +23,8 @@ from typing import Any, ClassVar
 
 import neo4j
 from kgengine.config import config_path, setting
-from kgengine.errors import GraphNotFoundError, KGEngineError, StoreError
-from kgengine.model import GraphInfo, Relation, Triple, check_graph_name
+from kgengine.errors import InvalidParameterError, KGEngineError, StoreError
+from kgengine.model import GraphInfo, QueryResult, Relation, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text, relationship_type
 from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
@@ -91,6 +92,16 @@ def render(text: str, params: Mapping[str, Any], parts: Mapping[str, str] | None
     return _PLACEHOLDER.sub(replace, text)
 
 
+def _first_labels(labels: Iterable[tuple[str, str]] | Mapping[str, str], wanted: set[str]
+                  ) -> Iterator[tuple[str, str]]:
+    """The first label of each name in ``wanted`` (consumed: ``wanted`` ends up holding the
+    names that had none)."""
+    for name, text in as_mapping(labels):
+        if name in wanted:
+            wanted.discard(name)
+            yield name, text
+
+
 def _statements(name: str) -> list[str]:
     """The ``;``-separated statements of a backend-internal query file."""
     body = strip_comments(query_text("cypher", f"store/{name}"))
@@ -100,12 +111,15 @@ def _statements(name: str) -> list[str]:
 class Neo4jStore(NamedQueryStore):
     backend: ClassVar[str] = "neo4j"
     query_language: ClassVar[str] = "cypher"
+    # the driver is thread-safe and every call opens its own session (sessions are not)
+    concurrent_reads: ClassVar[bool] = True
 
     def __init__(
         self,
         location: str,
         *,
         read_only: bool = False,
+        create: bool = True,  # a server always holds its database: nothing to create
         auth: tuple[str, str] | None = None,
         database: str | None = None,
         connection_timeout: float | None = None,
@@ -121,9 +135,14 @@ class Neo4jStore(NamedQueryStore):
             )
         self._user = auth[0]
         self._database = database or setting("neo4j.database", "NEO4J_DATABASE") or None
-        timeout = connection_timeout or float(
-            setting("neo4j.connection_timeout", "NEO4J_CONNECTION_TIMEOUT", DEFAULT_CONNECTION_TIMEOUT)
-        )
+        configured = setting("neo4j.connection_timeout", "NEO4J_CONNECTION_TIMEOUT",
+                             DEFAULT_CONNECTION_TIMEOUT)
+        try:
+            timeout = connection_timeout or float(configured)
+        except ValueError:
+            raise InvalidParameterError(
+                f"NEO4J_CONNECTION_TIMEOUT / [neo4j] connection_timeout must be seconds, got {configured!r}"
+            ) from None
         self._schema_ready = False
         try:
             self._driver = neo4j.GraphDatabase.driver(
@@ -232,13 +251,6 @@ class Neo4jStore(NamedQueryStore):
         found = self._graph_rows(graph)
         return found[0] if found else None
 
-    def _require(self, graph: str) -> GraphInfo:
-        info = self.graph_info(graph)
-        if info is None:
-            known = ", ".join(g.name for g in self.graphs()) or "none"
-            raise GraphNotFoundError(f"no graph {graph!r} in {self.location} (graphs: {known})")
-        return info
-
     def _set_meta(self, graph: str, meta: dict[str, Any]) -> None:
         self._write(self._internal("set_graph"), {"graph": graph, "meta": meta})
 
@@ -256,6 +268,7 @@ class Neo4jStore(NamedQueryStore):
         *,
         dataset: str,
         labels: Iterable[tuple[str, str]] = (),
+        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
         source: str = "",
         splits: Sequence[str] = (),
         replace: bool = False,
@@ -266,9 +279,10 @@ class Neo4jStore(NamedQueryStore):
         self._require_writable()
         existing = self._refuse_existing(graph, replace)
         progress.update(description=f"{graph}: reading and checking the input")
-        lines = self._check_input(triples)
-        for _ in as_mapping(labels):  # labels are read again below; fail now, not then
-            pass
+        lines, relations = self._check_input(triples)
+        for pairs in (labels, relation_labels):  # read again below; fail now, not then
+            for _ in as_mapping(pairs):
+                pass
         self._ensure_schema()
         meta: dict[str, Any] = {
             "dataset": dataset,
@@ -287,6 +301,7 @@ class Neo4jStore(NamedQueryStore):
             count = self._count(graph)
             progress.update(description=f"{graph}: entity labels and private ids")
             self._set_entities(graph, labels, seed)
+            self._batched("set_relation_labels", graph, _first_labels(relation_labels, relations))
         except BaseException:
             # best effort: if the server is gone the 'loading' mark stays, and the next
             # load of this graph discards the leftovers
@@ -302,9 +317,9 @@ class Neo4jStore(NamedQueryStore):
         return self._info({"name": graph, **meta})
 
     @staticmethod
-    def _check_input(triples: TripleSource) -> int:
+    def _check_input(triples: TripleSource) -> tuple[int, set[str]]:
         """Read every triple (the loader raises InputError on a bad line), check each
-        relation name once; the number of lines read."""
+        relation name once; the number of lines read and the relations met."""
         checked: set[str] = set()
         lines = 0
         for triple in triples:
@@ -312,7 +327,7 @@ class Neo4jStore(NamedQueryStore):
             if triple.relation not in checked:
                 relationship_type(triple.relation)
                 checked.add(triple.relation)
-        return lines
+        return lines, checked
 
     def _ensure_schema(self) -> None:
         if self._schema_ready:
@@ -355,14 +370,7 @@ class Neo4jStore(NamedQueryStore):
         self._batched("set_private_ids", graph, iter_private_ids(entities, seed))
         unlabelled = set(entities)
         del entities
-
-        def first_labels() -> Iterator[tuple[str, str]]:
-            for entity, text in as_mapping(labels):
-                if entity in unlabelled:
-                    unlabelled.discard(entity)
-                    yield entity, text
-
-        self._batched("set_labels", graph, first_labels())
+        self._batched("set_labels", graph, _first_labels(labels, unlabelled))
 
     def _batched(self, name: str, graph: str, pairs: Iterable[tuple[str, str]]) -> None:
         text = self._internal(name)
@@ -378,12 +386,12 @@ class Neo4jStore(NamedQueryStore):
     def _drop_data(self, graph: str) -> None:
         """Delete the graph's relationships, then its nodes, in bounded transactions: one
         transaction for a large graph needs memory in proportion to its size."""
-        for name in ("delete_edges", "delete_entities"):
+        for name in ("delete_edges", "delete_entities", "delete_relations"):
             self._autocommit(self._internal(name), {"graph": graph, "batch": DELETE_BATCH})
 
     def drop(self, graph: str) -> None:
         self._require_writable()
-        self._require(graph)
+        self.require_graph(graph)
         self._drop_data(graph)
         self._write(self._internal("remove_graph"), {"graph": graph})
 
@@ -401,13 +409,17 @@ class Neo4jStore(NamedQueryStore):
     ) -> list[dict[str, Any]]:
         return self._rows(name, graph, params, parts)
 
-    def cypher(self, query: str, graph: str | None = None, **params: Any) -> list[dict[str, Any]]:
+    def query(self, text: str, graph: str | None = None) -> QueryResult:
         """A user's read-only Cypher query (``kgengine query --cypher``); ``$graph`` is the
-        graph name when one is given."""
+        graph name when one is given. Nodes, relationships and paths come back as maps
+        and lists."""
+        params = {}
         if graph is not None:
-            self._require(graph)
+            self.require_graph(graph)
             params["graph"] = graph
-        return self._read(query, {key: _parameter(value) for key, value in params.items()}, data=True)
+        rows = self._read(text, params, data=True)
+        columns = tuple(rows[0]) if rows else ()
+        return QueryResult(columns, tuple(tuple(row[c] for c in columns) for row in rows))
 
     def triples(self, graph: str) -> Iterator[Triple]:
         """Streamed (the driver fetches records in batches), not materialised."""

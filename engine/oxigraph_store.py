@@ -22,10 +22,11 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 from kgengine import sparqltext, terms
-from kgengine.errors import GraphNotFoundError, StoreError
+from kgengine.errors import QueryError, StoreError
 from kgengine.model import (
     Entity,
     GraphInfo,
+    QueryResult,
     Relation,
     Triple,
     check_graph_name,
@@ -45,7 +46,6 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 _INT_TYPES = {XSD + t for t in ("integer", "int", "long", "short", "nonNegativeInteger")}
 _FLOAT_TYPES = {XSD + t for t in ("decimal", "double", "float")}
 _VOCAB = terms.VOCAB_NS
-_META_KEYS = ("dataset", "status", "triples", "source", "splits", "loadedAt")
 CHUNK_LINES = 20_000  # lines per chunk when formatting one triple or entity at a time
 DELETE_BATCH = 20_000  # quads removed per batch when discarding a graph (bounded memory)
 SPOOL_PREFIX = ".kgengine-spool-"  # temporary N-Quads in the store directory (no pipes)
@@ -112,12 +112,13 @@ def _entity_iris(ordered: Sequence[str], chunk: int = 100_000) -> Iterator[str]:
 
 class _QuadWriter:
     """Writes the N-Quads of a load to a binary stream: facts, then private ids and labels,
-    keeping the set of entity ids met on the way."""
+    keeping the sets of entity ids and relation names met on the way."""
 
     def __init__(self, out: BinaryIO, graph: str) -> None:
         self.out = out
         self.lines = 0
         self._entities: set[str] = set()
+        self._relations: set[str] = set()
         self._facts_end = f"> <{terms.graph_iri(graph)}> .\n"
         self._entities_end = f" <{terms.entities_graph_iri(graph)}> .\n"
 
@@ -132,7 +133,7 @@ class _QuadWriter:
     def add_triples(self, triples: TripleSource, progress: Reporter) -> None:
         subject, to_object = "<" + terms.ENTITY_NS, "> <" + terms.ENTITY_NS
         to_relation, end = "> <" + terms.RELATION_NS, self._facts_end
-        entities = self._entities
+        entities, relations = self._entities, self._relations
         if isinstance(triples, BlockSource):
             for block in triples.blocks():
                 escaped = escape_block(block)
@@ -140,15 +141,17 @@ class _QuadWriter:
                 raw = enc if escaped is block else block_fields(block)
                 entities.update(raw[0:-1:3])  # the last item is the '' after the final LF
                 entities.update(raw[2::3])
+                relations.update(raw[1::3])
                 parts = zip(repeat(subject), enc[0::3], repeat(to_relation), enc[1::3],
                             repeat(to_object), enc[2::3], repeat(end))
                 self._write_text("".join(chain.from_iterable(parts)), len(enc) // 3, progress)
             return
         encode = terms.encode_id
         for chunk in _batched(triples, CHUNK_LINES):
-            for head, _, tail in chunk:
+            for head, relation, tail in chunk:
                 entities.add(head)
                 entities.add(tail)
+                relations.add(relation)
             self._write([f"{subject}{encode(h)}{to_relation}{encode(r)}{to_object}{encode(t)}{end}"
                          for h, r, t in chunk], progress)
 
@@ -176,6 +179,18 @@ class _QuadWriter:
             self._write([f"<{iri}{label_iri}{nt_literal(text)}{end}"
                          for iri, (_, text) in zip(iris, kept, strict=True)])
 
+    def add_relation_labels(self, labels: Iterable[tuple[str, str]] | Mapping[str, str]) -> None:
+        """The first label of each relation of the graph, as ``rdfs:label`` of the relation
+        IRI in the companion graph (labels of relations not in the graph are skipped)."""
+        label_iri = f"> <{terms.RDFS_LABEL}> "
+        unlabelled = self._relations
+        kept = []
+        for relation, text in as_mapping(labels):
+            if relation in unlabelled:
+                unlabelled.discard(relation)
+                kept.append(f"<{terms.relation_iri(relation)}{label_iri}{nt_literal(text)}{self._entities_end}")
+        self._write(kept)
+
 
 def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     iterator = iter(items)
@@ -183,12 +198,13 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def check_input(triples: TripleSource, labels: Iterable[tuple[str, str]]) -> None:
+def check_input(triples: TripleSource, *labels: Iterable[tuple[str, str]] | Mapping[str, str]) -> None:
     """Read all of the input once, so that a malformed line fails before the store changes."""
     for _ in triples.blocks() if isinstance(triples, BlockSource) else triples:
         pass
-    for _ in as_mapping(labels):
-        pass
+    for pairs in labels:
+        for _ in as_mapping(pairs):
+            pass
 
 
 def _python_value(term: Any) -> Any:
@@ -206,6 +222,15 @@ def _python_value(term: Any) -> Any:
             return term.value == "true"
         return term.value
     return str(term)
+
+
+def _lexical(term: Any) -> str | None:
+    """A user's query cell: the term's value (IRI, literal text, blank node id)."""
+    if term is None:
+        return None
+    if isinstance(term, ox.NamedNode | ox.Literal | ox.BlankNode):
+        return term.value
+    return str(term)  # an RDF-star quoted triple
 
 
 def _term(value: Any) -> ox.NamedNode | ox.Literal:
@@ -233,14 +258,37 @@ def _fill_values(text: str, name: str, rows: Iterable[Any]) -> str:
     raise KeyError(f"list parameter {name!r} needs a 'VALUES ?{name} {{}}' block in the query")
 
 
+def is_store_directory(path: Path) -> bool:
+    """Whether ``path`` holds an Oxigraph store (its RocksDB ``CURRENT`` file)."""
+    return (path / "CURRENT").is_file()
+
+
+def check_location(path: Path, *, create: bool) -> None:
+    """Refuse what is not a store directory before RocksDB writes anything there: a file,
+    a non-empty directory that holds no store, and (without ``create``) a missing store."""
+    if path.is_file() or (path.exists() and not path.is_dir()):
+        raise StoreError(f"{path} is a file, not a store directory")
+    if is_store_directory(path):
+        return
+    if path.is_dir() and any(path.iterdir()):
+        if create:
+            raise StoreError(f"{path} is not empty and holds no kgengine store: give `--store` a new "
+                             "or empty directory, or an existing store")
+        raise StoreError(f"no kgengine store at {path} (it is a directory with other files)")
+    if not create:
+        raise StoreError(f"no kgengine store at {path} (create one with `kgengine load …`)")
+
+
 class OxigraphStore(NamedQueryStore):
     backend: ClassVar[str] = "oxigraph"
     query_language: ClassVar[str] = "sparql"
+    concurrent_reads: ClassVar[bool] = True  # pyoxigraph's Store is shared by threads, GIL released
 
-    def __init__(self, location: str, *, read_only: bool = False) -> None:
+    def __init__(self, location: str, *, read_only: bool = False, create: bool = True) -> None:
         self.read_only = read_only
         self.location = location
         path = Path(location)
+        check_location(path, create=create and not read_only)
         try:
             if read_only:
                 self._store = ox.Store.read_only(str(path))
@@ -293,13 +341,6 @@ class OxigraphStore(NamedQueryStore):
         meta = self._meta(graph)
         return self._info(graph, meta) if meta else None
 
-    def _require(self, graph: str) -> GraphInfo:
-        info = self.graph_info(graph)
-        if info is None:
-            known = ", ".join(g.name for g in self.graphs()) or "none"
-            raise GraphNotFoundError(f"no graph {graph!r} in {self.location} (graphs: {known})")
-        return info
-
     # ---- loading --------------------------------------------------------------------------
     # A load reads (and so checks) all of its input first: a malformed line fails before the
     # store changes. The input is then converted to N-Quads by a Python thread and streamed
@@ -314,6 +355,7 @@ class OxigraphStore(NamedQueryStore):
         *,
         dataset: str,
         labels: Iterable[tuple[str, str]] = (),
+        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
         source: str = "",
         splits: Sequence[str] = (),
         replace: bool = False,
@@ -323,7 +365,7 @@ class OxigraphStore(NamedQueryStore):
         check_graph_name(graph)
         existing = self._refuse_existing(graph, replace)
         progress.update(description=f"{graph}: reading and checking the input")
-        check_input(triples, labels)
+        check_input(triples, labels, relation_labels)
         meta: dict[str, str | int] = {
             "dataset": dataset,
             "status": "loading",
@@ -342,6 +384,7 @@ class OxigraphStore(NamedQueryStore):
                 writer = _QuadWriter(out, graph)
                 writer.add_triples(triples, progress)
                 writer.add_entities(labels, seed)
+                writer.add_relation_labels(relation_labels)
 
             self._bulk_stream(write, graph)
             count = self._count(graph)
@@ -430,7 +473,7 @@ class OxigraphStore(NamedQueryStore):
         self._store.flush()
 
     def drop(self, graph: str) -> None:
-        self._require(graph)
+        self.require_graph(graph)
         self._drop_data(graph)
         self._remove_meta(graph)
 
@@ -467,16 +510,27 @@ class OxigraphStore(NamedQueryStore):
     ) -> list[dict[str, Any]]:
         return list(self._rows(name, graph, params, parts))
 
-
-    def sparql(self, query: str, graph: str | None = None) -> Any:
-        """A user's SPARQL query, as pyoxigraph results; default graph = ``graph`` or the
-        union of all graphs, unless the query names its own dataset with ``FROM`` (the
-        union option would silently override it)."""
-        if graph is not None:
-            self._require(graph)
-            return self._store.query(query, default_graph=ox.NamedNode(terms.graph_iri(graph)))
-        union = "FROM" not in sparqltext.keywords(query)
-        return self._store.query(query, use_default_graph_as_union=union)
+    def query(self, text: str, graph: str | None = None) -> QueryResult:
+        """A user's SPARQL query; default graph = ``graph`` or the union of all graphs,
+        unless the query names its own dataset with ``FROM`` (the union option would
+        silently override it). Cells are the terms' lexical values."""
+        try:
+            if graph is not None:
+                self.require_graph(graph)
+                result = self._store.query(text, default_graph=ox.NamedNode(terms.graph_iri(graph)))
+            else:
+                union = "FROM" not in sparqltext.keywords(text)
+                result = self._store.query(text, use_default_graph_as_union=union)
+            if isinstance(result, ox.QueryBoolean):
+                return QueryResult(boolean=bool(result))
+            if isinstance(result, ox.QueryTriples):
+                return QueryResult(("subject", "predicate", "object"),
+                                   tuple((_lexical(t.subject), _lexical(t.predicate), _lexical(t.object))
+                                         for t in result))
+            columns = tuple(v.value for v in result.variables)
+            return QueryResult(columns, tuple(tuple(_lexical(s[c]) for c in columns) for s in result))
+        except SyntaxError as exc:
+            raise QueryError(f"invalid SPARQL: {exc}") from exc
 
     def triples(self, graph: str) -> Iterator[Triple]:
         for row in self._rows("all_triples", graph, {}):

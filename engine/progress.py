@@ -1,7 +1,9 @@
-"""Progress bars for long work (rich, on stderr; silent when disabled)."""
+"""Progress for long work: rich bars on an interactive stderr, one line per phase in logs,
+silent when disabled."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -32,6 +34,15 @@ class Reporter:
 
 
 NO_PROGRESS = Reporter()
+
+
+class PhaseLog(Reporter):
+    """Without a terminal: one stderr line per phase (each ``update`` with a description)
+    instead of a bar, so logs say what a long step is doing without carriage returns."""
+
+    def update(self, *, total: int | None = None, description: str | None = None) -> None:
+        if description:
+            print(description, file=sys.stderr, flush=True)
 
 
 @contextmanager

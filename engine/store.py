@@ -1,15 +1,28 @@
 """The store protocol: the one interface that loading, mining, BRINK, RAG and the SPARQL
-endpoint use. Backends (Oxigraph, Neo4j) are registered by URI scheme, rdflib-plugin style."""
+endpoint use. Backends (Oxigraph, Neo4j) are registered by URI scheme, rdflib-plugin style.
+
+Callers never look at which backend they hold: what differs is stated by the protocol's
+capabilities (``query_language``, ``concurrent_reads``) and reached through its methods
+(``run`` for named queries, ``query`` for a user's own query text)."""
 
 from __future__ import annotations
 
+import os
 import random
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from kgengine.errors import GraphExistsError
-from kgengine.model import Direction, Entity, GraphInfo, GraphStats, Triple
+from kgengine.errors import (
+    GraphExistsError,
+    GraphIncompleteError,
+    GraphNotFoundError,
+    InvalidParameterError,
+    KGEngineError,
+    StoreError,
+)
+from kgengine.model import Direction, Entity, GraphInfo, GraphStats, QueryResult, Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 
 
@@ -43,8 +56,19 @@ def block_fields(block: str) -> list[str]:
 
 @runtime_checkable
 class KGStore(Protocol):
-    backend: ClassVar[str]
-    query_language: ClassVar[str]  # "sparql" or "cypher": which query files this backend runs
+    """A knowledge-graph store holding named graphs (dataset variants).
+
+    Thread safety (the one statement of it): when ``concurrent_reads`` is true, one store
+    object may serve the reading operations (``graphs``, ``graph_info``, ``require_graph``,
+    ``stats``, ``run``, ``run_template``, ``neighbourhood``, ``triples``, ``labels``,
+    ``relation_labels``, ``private_ids``, ``query``) from several threads at once. Writing
+    operations (``load``, ``drop``) and ``close`` need the store to themselves. Both
+    backends read concurrently: pyoxigraph's store is shareable and releases the GIL, and
+    the Neo4j backend opens a driver session (the unit that is not thread-safe) per call."""
+
+    backend: ClassVar[str]  # a name for reports (stats.json); never branch on it
+    query_language: ClassVar[str]  # "sparql" or "cypher": named query files run, and ``query`` text
+    concurrent_reads: ClassVar[bool]  # see the class docstring
     location: str
 
     def graphs(self) -> list[GraphInfo]:
@@ -53,6 +77,12 @@ class KGStore(Protocol):
 
     def graph_info(self, graph: str) -> GraphInfo | None: ...
 
+    def require_graph(self, graph: str, *, complete: bool = False) -> GraphInfo:
+        """The graph's metadata; :class:`GraphNotFoundError` (naming the graphs there are)
+        when it is not in the store, and with ``complete`` :class:`GraphIncompleteError`
+        when it is an interrupted load."""
+        ...
+
     def load(
         self,
         graph: str,
@@ -60,6 +90,7 @@ class KGStore(Protocol):
         *,
         dataset: str,
         labels: Iterable[tuple[str, str]] = (),
+        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
         source: str = "",
         splits: Sequence[str] = (),
         replace: bool = False,
@@ -68,6 +99,8 @@ class KGStore(Protocol):
     ) -> GraphInfo:
         """Insert ``triples`` as graph ``graph`` in batches; idempotent (set semantics).
 
+        ``labels`` (entity id, text) and ``relation_labels`` (relation name, text) are kept
+        for the entities / relations of the graph only, the first label of each.
         Refuses an existing complete graph unless ``replace``; an interrupted load of the
         same graph is discarded and redone. With ``replace`` the input is validated in full
         before the old graph is touched, so bad input never loses stored data."""
@@ -109,48 +142,118 @@ class KGStore(Protocol):
         """Every triple of the graph (for in-memory indexes and export)."""
         ...
 
-    def labels(self, graph: str) -> dict[str, str]: ...
+    def labels(self, graph: str) -> dict[str, str]:
+        """Entity id -> text label, for the entities that have one."""
+        ...
+
+    def relation_labels(self, graph: str) -> dict[str, str]:
+        """Relation name -> text (e.g. FB15k-237's relation2text), where the loader had one."""
+        ...
 
     def private_ids(self, graph: str) -> dict[str, str]:
         """The persisted seeded random entity id -> private id mapping (BRINK §5.4)."""
         ...
 
+    def query(self, text: str, graph: str | None = None) -> QueryResult:
+        """A user's read-only query in the store's ``query_language`` (``kgengine query``):
+        on ``graph``, or on every graph when None. Raises :class:`QueryError` for text the
+        store cannot parse."""
+        ...
+
     def close(self) -> None: ...
 
+    def __enter__(self) -> KGStore: ...
 
-# scheme -> "module:Class"; a location without a known scheme is an Oxigraph directory
+    def __exit__(self, *exc: object) -> None: ...
+
+
+# backend -> "module:Class"; a location with one of NEO4J_SCHEMES is a Neo4j server, one
+# with no URI scheme an Oxigraph directory, any other scheme an error
 BACKENDS: dict[str, str] = {
     "oxigraph": "kgengine.oxigraph_store:OxigraphStore",
     "neo4j": "kgengine.neo4j_store:Neo4jStore",
 }
 NEO4J_SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://")
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def backend_for(location: str) -> str:
-    return "neo4j" if location.startswith(NEO4J_SCHEMES) else "oxigraph"
+    """The backend registered for ``location``; :class:`StoreError` for a URI whose scheme
+    no backend takes (an ``http://`` endpoint is not a store)."""
+    if location.startswith(NEO4J_SCHEMES):
+        return "neo4j"
+    scheme = _URI_SCHEME.match(location)
+    if scheme:
+        raise StoreError(
+            f"unsupported store URI scheme {scheme.group(1)!r} in {location!r}: a store is a "
+            f"directory (Oxigraph) or a Neo4j URI ({', '.join(s.removesuffix('://') for s in NEO4J_SCHEMES)})"
+        )
+    return "oxigraph"
 
 
-def open_store(location: str, *, read_only: bool = False) -> KGStore:
-    """Open (creating if needed) the store at ``location``: a directory or a Neo4j URI."""
+def is_directory_location(location: str) -> bool:
+    """Whether ``location`` names a store directory on this machine (an embedded store, which
+    ``kgengine serve`` can serve) rather than a database server's URI."""
+    return backend_for(location) == "oxigraph"
+
+
+def open_store(location: str, *, read_only: bool = False, create: bool = True) -> KGStore:
+    """Open the store at ``location``: a directory (Oxigraph) or a Neo4j URI. With
+    ``create`` a store directory that does not exist yet (or is empty) is created; without
+    it, a location that holds no store is a :class:`StoreError`. A file, a non-empty
+    directory that is not a store, and an unsupported URI scheme are always refused."""
     module_name, _, class_name = BACKENDS[backend_for(location)].partition(":")
     cls = getattr(import_module(module_name), class_name)
-    return cls(location, read_only=read_only)
+    return cls(location, read_only=read_only, create=create)
+
+
+def resolve_graph(store: KGStore, graph: str | None) -> str:
+    """The graph a command works on: ``graph``, or the store's only graph when None; it
+    must be complete and hold triples."""
+    if graph is None:
+        infos = store.graphs()
+        if len(infos) != 1:
+            known = ", ".join(i.name for i in infos) or "none"
+            raise KGEngineError(f"choose a graph with --graph (graphs in {store.location}: {known})")
+        graph = infos[0].name
+    info = store.require_graph(graph, complete=True)
+    if info.triples == 0:
+        raise KGEngineError(f"graph {graph!r} has no triples")
+    return graph
+
+
+def read_workers(store: KGStore, requested: int | None = None, most: int = 4) -> int:
+    """Threads to read with: ``requested``, else up to ``most`` (one per core) on a store
+    whose reads may run concurrently, else one."""
+    if requested is not None:
+        return max(1, requested)
+    return min(most, os.cpu_count() or 1) if store.concurrent_reads else 1
 
 
 class NamedQueryStore:
     """The protocol operations that are the same on every backend once it can run a named
-    query: ``_rows(name, graph, params)`` is each backend's only obligation here."""
+    query and read graph metadata: ``_rows(name, graph, params)``, ``graphs()`` and
+    ``graph_info(graph)`` are each backend's obligations here."""
 
     location: str
 
     def _rows(self, name: str, graph: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
         raise NotImplementedError
 
+    def graphs(self) -> list[GraphInfo]:
+        raise NotImplementedError
+
     def graph_info(self, graph: str) -> GraphInfo | None:
         raise NotImplementedError
 
-    def _require(self, graph: str) -> GraphInfo:
-        raise NotImplementedError
+    def require_graph(self, graph: str, *, complete: bool = False) -> GraphInfo:
+        info = self.graph_info(graph)
+        if info is None:
+            known = ", ".join(g.name for g in self.graphs()) or "none"
+            raise GraphNotFoundError(f"no graph {graph!r} in {self.location} (graphs: {known})")
+        if complete and info.status != "complete":
+            raise GraphIncompleteError(f"graph {graph!r} is incomplete (an interrupted load); reload it")
+        return info
 
     def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
         return list(self._rows(name, graph, params))
@@ -170,7 +273,7 @@ class NamedQueryStore:
         return int(self.run("count_triples", graph)[0]["n"])
 
     def stats(self, graph: str) -> GraphStats:
-        self._require(graph)
+        self.require_graph(graph)
         per_relation = {row["r"]: row["n"] for row in self._rows("relation_counts", graph, {})}
         degrees = {row["degree"]: row["n"] for row in self._rows("degree_histogram", graph, {})}
         return GraphStats(
@@ -205,6 +308,9 @@ class NamedQueryStore:
     def labels(self, graph: str) -> dict[str, str]:
         return {row["e"]: row["label"] for row in self._rows("entity_labels", graph, {})}
 
+    def relation_labels(self, graph: str) -> dict[str, str]:
+        return {row["r"]: row["label"] for row in self._rows("relation_labels", graph, {})}
+
     def private_ids(self, graph: str) -> dict[str, str]:
         return {row["e"]: row["private"] for row in self._rows("entity_private_ids", graph, {})}
 
@@ -232,7 +338,7 @@ def breadth_first(
     """Shared k-hop walk: ``expand(frontier, OUT|IN)`` returns the triples leaving (OUT) or
     entering (IN) the frontier entities; each backend supplies it as a named query."""
     if not 1 <= hops <= MAX_HOPS:
-        raise ValueError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
+        raise InvalidParameterError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
     directions = [Direction.OUT, Direction.IN] if direction == Direction.BOTH else [direction]
     seen_entities = {entity}
     frontier = [entity]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from kgengine.errors import InputError, KGEngineError
+from kgengine.errors import InputError, InvalidParameterError, KGEngineError
 from kgengine.model import Triple
 from kgengine.store import block_fields
 
@@ -26,15 +26,18 @@ _BOM = b"\xef\xbb\xbf"
 @dataclass(frozen=True)
 class Dataset:
     """A dataset ready to load: re-iterable triples (files are re-read on each pass),
-    optional entity labels (streamed; only those of entities in the KG are stored), and
-    where it came from. ``extra`` carries reader-specific side data (e.g. relation labels)."""
+    optional entity and relation labels (entity labels streamed; only those of entities
+    and relations in the KG are stored), and where it came from. ``graph_name`` is the
+    graph name a load uses by default ("": the dataset's name; generic readers name the
+    graph after the file or directory)."""
 
     name: str
     triples: Iterable[Triple]
     labels: Iterable[tuple[str, str]] = ()
     source: str = ""
     splits: tuple[str, ...] = ()
-    extra: dict[str, object] = field(default_factory=dict)
+    relation_labels: Mapping[str, str] = field(default_factory=dict)
+    graph_name: str = ""
 
 
 def _raw_blocks(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -95,9 +98,10 @@ class DelimitedTriples:
 
     def __post_init__(self) -> None:
         if len(self.separator) != 1 or self.separator in "\r\n":
-            raise ValueError(f"separator must be one character other than CR/LF, got {self.separator!r}")
+            raise InvalidParameterError(
+                f"separator must be one character other than CR/LF, got {self.separator!r}")
         if sorted(self.order) != ["h", "r", "t"]:
-            raise ValueError(f"order must be a permutation of 'hrt', got {self.order!r}")
+            raise InvalidParameterError(f"order must be a permutation of 'hrt', got {self.order!r}")
 
     @property
     def _fast(self) -> bool:

@@ -4,7 +4,7 @@ with CRLF line endings.
 Labels (option ``labels``, default on when a name file is there): ``entity2text.txt``
 (KG-BERT, spaces), else ``FB15k_mid2name.txt`` with ``_`` read as a space. Both cover all
 14,951 FB15k MIDs; the store keeps only the labels of the 14,541 entities in the KG.
-Relation verbalisations from ``relation2text.txt`` go to ``extra['relation_labels']``."""
+Relation verbalisations from ``relation2text.txt`` are the relation labels."""
 
 from __future__ import annotations
 
@@ -51,5 +51,5 @@ def read_fb15k237(path: Path | None, splits: Sequence[str] | None, **options: st
         labels=labels or (),
         source=str(directory),
         splits=chosen,
-        extra={"relation_labels": read_names(relation_file) if relation_file.is_file() else {}},
+        relation_labels=read_names(relation_file) if relation_file.is_file() else {},
     )

@@ -130,5 +130,5 @@ def read_rdf(path: Path | None, splits: Sequence[str] | None, **options: str) ->
         labels=RdfLabels(files),
         source=str(root),
         splits=tuple(p.stem for p in files),
-        extra={"graph": graph_name_for(root)},
+        graph_name=graph_name_for(root),
     )

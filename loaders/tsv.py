@@ -57,4 +57,4 @@ def read_tsv(path: Path | None, splits: Sequence[str] | None, **options: str) ->
         raise KGEngineError(str(exc)) from None
     chosen = tuple(p.stem for p in triples.paths)
     return Dataset(name=NAME, triples=triples, source=str(root), splits=chosen,
-                   extra={"graph": graph_name_for(root)})
+                   graph_name=graph_name_for(root))

@@ -63,5 +63,5 @@ def read_wikidata5m(path: Path | None, splits: Sequence[str] | None, **options: 
         labels=NamesFile((entity_file,)) if entity_file and use_labels else (),
         source=str(directory),
         splits=chosen,
-        extra={"relation_labels": read_names(relation_file) if relation_file else {}},
+        relation_labels=read_names(relation_file) if relation_file else {},
     )

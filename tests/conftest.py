@@ -1,25 +1,16 @@
-"""Shared fixtures. Real data comes from ../shared/datasets (or $KGENGINE_SHARED)."""
+"""Shared fixtures. Real data comes from ../shared/datasets (or $KGENGINE_SHARED: see
+tests/shared_data.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from kgengine.loaders import read_dataset
 from kgengine.oxigraph_store import OxigraphStore
+from shared_data import DATASETS
 
-REPO = Path(__file__).resolve().parent.parent
-pytest_plugins = ["neo4j_server"]  # a real Neo4j for tests marked neo4j (tests/neo4j_server.py)
-
-
-def _shared_dir() -> Path:
-    env = os.environ.get("KGENGINE_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
-
-
-SHARED = _shared_dir()
-DATASETS = SHARED / "datasets"
+pytest_plugins = ["neo4j_server", "fake_llm"]  # a real Neo4j for tests marked neo4j; llm_server (fake_llm.py)
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,7 @@ PARAMS: dict[str, Callable[[Sample], Params]] = {
     "entities": NO_PARAMS,
     "entity_labels": NO_PARAMS,
     "entity_private_ids": NO_PARAMS,
+    "relation_labels": NO_PARAMS,
     "relation_counts": NO_PARAMS,
     # one entity, several, none, and one that is not in the graph
     "edges_out": lambda s: [
@@ -131,7 +132,31 @@ PARAMS: dict[str, Callable[[Sample], Params]] = {
     "edges_in": lambda s: [
         {"t": _entities(s, 1)}, {"t": _entities(s)}, {"t": []}, {"t": [Entity("no such entity")]},
     ],
+    # hub-capped one-hop queries of k-hop retrieval (kgengine.rag.retrieval): a cap that
+    # cuts the most connected entities, one that keeps everything, one that keeps nothing
+    "rag_edges_out_capped": lambda s: [
+        {"h": _entities(s), "cap": cap} for cap in (2, 1_000_000, 0)
+    ] + [{"h": [], "cap": 5}],
+    "rag_edges_in_capped": lambda s: [
+        {"t": _entities(s), "cap": cap} for cap in (2, 1_000_000, 0)
+    ] + [{"t": [], "cap": 5}],
     "rule_groundings": _grounding_cases,
+    # one step of a relation path (kgengine.rag.offline): several entities and relations, an
+    # entity that is not in the graph, a relation that is not either
+    "answer_step_out": lambda s: [
+        {"h": _entities(s), "r": Relation(r)} for r in s.relations[:3]
+    ] + [{"h": [Entity("no such entity")], "r": Relation(s.relations[0])},
+         {"h": _entities(s), "r": Relation("no such relation")}],
+    "answer_step_in": lambda s: [
+        {"t": _entities(s), "r": Relation(r)} for r in s.relations[:3]
+    ] + [{"t": [Entity("no such entity")], "r": Relation(s.relations[0])},
+         {"t": _entities(s), "r": Relation("no such relation")}],
+    # entity search (kgengine.rag.linking): ids that exist and one that does not; search
+    # texts that are private ids, label prefixes (lower-cased, as the caller passes them)
+    "entity_degrees": lambda s: [{"e": _entities(s)}, {"e": [Entity("no such entity")]}, {"e": []}],
+    "entity_lookup": lambda s: [{"e": _entities(s)}, {"e": [Entity("no such entity")]}, {"e": []}],
+    "entity_search": lambda s: [{"text": t} for t in ("e0", "e00001", "a", "zzz no such label", "")]
+    + [{"text": e.lower()[:2]} for e in s.entities[:2]],
     "relation_triples": lambda s: [{"r": Relation(r)} for r in s.relations[:5]]
     + [{"r": Relation("no such relation")}],
     "mine_relation_stats": NO_PARAMS,

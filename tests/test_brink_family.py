@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
 from kgengine.brink.build import BuildOptions, build_brink
 from kgengine.brink.questions import SPLITS, QuestionUnit, balance, make_items, mentions
 from kgengine.brink.removal import removal_violations
@@ -17,6 +16,7 @@ from kgengine.brink.report import OFFICIAL
 from kgengine.cli import main
 from kgengine.mining.io import read_rules
 from kgengine.oxigraph_store import OxigraphStore
+from shared_data import SHARED
 
 AMIE_RULES = SHARED / "reference" / "amie3" / "family_facts_len3.tsv"
 BUNDLED_RULES = Path(__file__).resolve().parent.parent / "engine" / "brink" / "data" / "family_amie3_len3.tsv"

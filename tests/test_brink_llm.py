@@ -1,74 +1,19 @@
-"""``--questions llm`` against a real OpenAI-compatible HTTP server started by the test:
-App. D prompt at temperature 0, rejection and retry, 5xx retry, and the on-disk cache."""
+"""``--questions llm`` against a real OpenAI-compatible HTTP server started by the test
+(tests/fake_llm.py): App. D prompt at temperature 0, rejection and retry, 5xx retry, and the
+on-disk cache."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kgengine.brink.llm import LLMQuestionWriter, ResponseCache, clean_output, rejection
+from fake_llm import FakeRequest
+from kgengine.brink.llm import LLMQuestionWriter, clean_output, rejection
 from kgengine.cli import main
-
-# (request number from 1, prompt) -> (HTTP status, assistant content)
-Script = Callable[[int, str], tuple[int, str]]
-
-
-@dataclass
-class FakeLLM:
-    """A chat-completions endpoint on a free loopback port; records every request."""
-
-    script: Script
-    requests: list[dict] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:  # keep pytest output clean
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with owner.lock:
-                    owner.requests.append({"path": self.path, **body})
-                    number = len(owner.requests)
-                status, content = owner.script(number, body["messages"][-1]["content"])
-                if status == 200:
-                    payload = {
-                        "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0,
-                        "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": content}}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                else:
-                    payload = {"error": {"message": content, "type": "server_error"}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from kgengine.llm import LLMRequest
 
 
 def entities(prompt: str) -> tuple[str, str]:
@@ -78,26 +23,9 @@ def entities(prompt: str) -> tuple[str, str]:
     return topic, answer
 
 
-def well_behaved(number: int, prompt: str) -> tuple[int, str]:
-    topic, _ = entities(prompt)
-    return 200, f"Who is related to {topic}?"
-
-
-@pytest.fixture
-def llm_server() -> Iterator[Callable[[Script], FakeLLM]]:
-    servers: list[FakeLLM] = []
-
-    def start(script: Script) -> FakeLLM:
-        servers.append(FakeLLM(script))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
 def test_writer_retries_a_500_and_rejects_an_output_naming_the_answer(llm_server, tmp_path: Path) -> None:
-    def script(number: int, prompt: str) -> tuple[int, str]:
+    def script(request: FakeRequest) -> tuple[int, str]:
+        number, prompt = request.number, request.prompt
         topic, answer = entities(prompt)
         if number == 1:
             return 500, "overloaded"
@@ -113,12 +41,12 @@ def test_writer_retries_a_500_and_rejects_an_output_naming_the_answer(llm_server
     assert writer.stats.as_dict() == {"requests": 2, "cache_hits": 0, "server_retries": 1,
                                       "rejected": 1, "fallbacks": 0}
     first = server.requests[0]
-    assert first["path"] == "/v1/chat/completions"
-    assert first["temperature"] == 0 and first["model"] == "test-model"
-    prompt = first["messages"][-1]["content"]
+    assert first.path == "/v1/chat/completions"
+    assert first.temperature == 0 and first.model == "test-model"
+    prompt = first.prompt
     assert prompt.startswith("You are an expert in knowledge graph question generation.")
     assert "Removed Triple: (7, aunt, 72)" in prompt and "Do not mention the Answer Entity 72" in prompt
-    assert "it mentions the Answer Entity 72" in server.requests[-1]["messages"][-1]["content"]
+    assert "it mentions the Answer Entity 72" in server.requests[-1].prompt
 
     # a second writer on the same cache asks nothing, and the same rejection replays
     again = LLMQuestionWriter("test-model", base_url=server.base_url, cache_dir=tmp_path / "cache")
@@ -129,7 +57,7 @@ def test_writer_retries_a_500_and_rejects_an_output_naming_the_answer(llm_server
 
 
 def test_writer_falls_back_after_every_attempt_is_rejected(llm_server, tmp_path: Path) -> None:
-    server = llm_server(lambda n, prompt: (200, "What is the answer?"))  # never names the topic
+    server = llm_server(lambda request: (200, "What is the answer?"))  # never names the topic
     writer = LLMQuestionWriter("m", base_url=server.base_url, cache_dir=tmp_path, attempts=3)
     assert writer.question("7", "aunt", "72", topic="7", answer="72") is None
     assert len(server.requests) == 3
@@ -137,7 +65,7 @@ def test_writer_falls_back_after_every_attempt_is_rejected(llm_server, tmp_path:
 
 
 def test_writer_gives_up_on_a_server_that_keeps_failing(llm_server, tmp_path: Path) -> None:
-    server = llm_server(lambda n, prompt: (503, "down"))
+    server = llm_server(lambda request: (503, "down"))
     writer = LLMQuestionWriter("m", base_url=server.base_url, cache_dir=tmp_path, server_retries=2,
                                backoff=0.01)
     with pytest.raises(Exception, match="failed 3 times"):
@@ -152,7 +80,7 @@ def test_rejection_and_cleaning() -> None:
     assert "Answer Entity 72" in rejection("Is 72 the niece of 7?", "7", ["72"])
     assert "another answer" in rejection("Is 73 the niece of 7?", "7", ["72", "73"])
     assert clean_output('\n  Question: "Who is 7\'s aunt?"\nExplanation: ...') == "Who is 7's aunt?"
-    assert ResponseCache.key("m", "p") != ResponseCache.key("m2", "p")
+    assert LLMRequest.of("p").cache_key("m") != LLMRequest.of("p").cache_key("m2")
 
 
 @pytest.mark.slow
@@ -160,7 +88,8 @@ def test_build_with_llm_questions_and_cached_rebuild(llm_server, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     rejected_once: set[str] = set()
 
-    def script(number: int, prompt: str) -> tuple[int, str]:
+    def script(request: FakeRequest) -> tuple[int, str]:
+        number, prompt = request.number, request.prompt
         topic, answer = entities(prompt)
         if number == 2:
             return 500, "try again"

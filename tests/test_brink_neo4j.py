@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
 from kgengine.brink.build import BuildOptions, build_brink
 from kgengine.loaders import read_dataset
 from kgengine.mining.io import read_rules
 from kgengine.oxigraph_store import OxigraphStore
+from shared_data import SHARED
 
 AMIE_RULES = SHARED / "reference" / "amie3" / "family_facts_len3.tsv"
 COMPARED = ("kg_complete.tsv", "kg_incomplete.tsv", "questions_train.jsonl", "questions_valid.jsonl",

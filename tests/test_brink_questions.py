@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from kgengine.brink.questions import (
     SPLITS,
     AnswerIndex,
-    Direction,
     LabelMode,
+    QuestionDirection,
     QuestionItem,
     QuestionUnit,
     balance,
@@ -30,7 +30,8 @@ from kgengine.model import Triple
 T = Triple
 
 
-def item(h: str, r: str, t: str, direction: Direction = Direction.INVERSE, rule: int = 0) -> QuestionItem:
+def item(h: str, r: str, t: str, direction: QuestionDirection = QuestionDirection.INVERSE,
+         rule: int = 0) -> QuestionItem:
     triple = T(h, r, t)
     return QuestionItem(triple, direction, (Grounding(rule, (T(t, "x", h),), triple),))
 
@@ -39,7 +40,7 @@ def test_topic_coin_is_seeded_per_triple_and_fair() -> None:
     triples = [T(str(i), "r", str(i + 1)) for i in range(2000)]
     directions = [topic_direction(0, t) for t in triples]
     assert directions == [topic_direction(0, t) for t in reversed(triples)][::-1]
-    assert 900 < Counter(directions)[Direction.FORWARD] < 1100
+    assert 900 < Counter(directions)[QuestionDirection.FORWARD] < 1100
     assert directions != [topic_direction(1, t) for t in triples]
 
 
@@ -54,7 +55,7 @@ def test_items_per_triple_or_per_grounding() -> None:
     assert per_grounding == make_items([a, b, c], QuestionUnit.GROUNDING, 0)
     for i in per_triple:
         assert {i.topic, i.answer} == {i.triple.head, i.triple.tail}
-        assert i.answer == (i.triple.tail if i.direction == Direction.FORWARD else i.triple.head)
+        assert i.answer == (i.triple.tail if i.direction == QuestionDirection.FORWARD else i.triple.head)
 
 
 def test_balance_is_algorithm_1() -> None:
@@ -83,9 +84,9 @@ def test_answer_completion_follows_the_asked_direction() -> None:
     kg = [T("7", "aunt", "72"), T("7", "aunt", "73"), T("8", "aunt", "72"), T("7", "sister", "9")]
     index = AnswerIndex(kg)
     # "Who is the aunt of 72?" (topic = tail): every h with aunt(h, 72)
-    assert index.answers(item("7", "aunt", "72", Direction.INVERSE)) == ["7", "8"]
+    assert index.answers(item("7", "aunt", "72", QuestionDirection.INVERSE)) == ["7", "8"]
     # "Whose aunt is 7?" (topic = head): every t with aunt(7, t)
-    assert index.answers(item("7", "aunt", "72", Direction.FORWARD)) == ["72", "73"]
+    assert index.answers(item("7", "aunt", "72", QuestionDirection.FORWARD)) == ["72", "73"]
 
 
 @settings(max_examples=50, deadline=None)
@@ -146,12 +147,12 @@ def test_mentions_is_token_aware_and_case_blind() -> None:
     ("has_genre", "What is the genre of X?", "What has X as its genre?"),
 ])
 def test_templates(relation: str, forward: str, inverse: str) -> None:
-    assert template_question(relation, Direction.FORWARD, "X") == forward
-    assert template_question(relation, Direction.INVERSE, "X") == inverse
+    assert template_question(relation, QuestionDirection.FORWARD, "X") == forward
+    assert template_question(relation, QuestionDirection.INVERSE, "X") == inverse
 
 
 def test_relation_label_overrides_the_name() -> None:
-    assert template_question("P999", Direction.FORWARD, "X", label="sister city") == \
+    assert template_question("P999", QuestionDirection.FORWARD, "X", label="sister city") == \
         "What is the sister city of X?"
     assert phrase_for("P999").reading == Reading.ATTRIBUTE  # generic wording without a label
 
@@ -166,8 +167,8 @@ surfaces = st.from_regex(r"e[0-9]{4}", fullmatch=True)
 
 
 @settings(max_examples=200, deadline=None)
-@given(relation_names, st.sampled_from(list(Direction)), surfaces, surfaces)
-def test_template_names_the_topic_and_never_the_answer(relation: str, direction: Direction,
+@given(relation_names, st.sampled_from(list(QuestionDirection)), surfaces, surfaces)
+def test_template_names_the_topic_and_never_the_answer(relation: str, direction: QuestionDirection,
                                                         topic: str, answer: str) -> None:
     question = template_question(relation, direction, topic)
     assert mentions(question, topic)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kgengine import oxigraph_store
-from kgengine.errors import InputError
+from kgengine.errors import GraphIncompleteError, InputError
 from kgengine.model import Triple
 from kgengine.oxigraph_store import SPOOL_PREFIX, OxigraphStore
 from load_helpers import entities_of, kgengine, raw_triples, run_cli, write_wikidata5m
@@ -191,6 +191,8 @@ def test_sigkill_mid_load_then_rerun_gives_exact_counts(datasets_dir: Path, tmp_
                 break
             opened.drop("fb15k-237")  # finished before the kill: try again, earlier
     assert info.status == "loading"
+    with OxigraphStore(str(store)) as opened, pytest.raises(GraphIncompleteError, match="interrupted load"):
+        opened.require_graph("fb15k-237", complete=True)
     assert "loading" in kgengine("graphs", "--store", str(store))
     # the rerun (no --replace needed) discards the leftovers and loads exactly
     out = kgengine("load", "fb15k-237", "--path", str(fb15k), "--store", str(store))

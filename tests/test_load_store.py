@@ -50,6 +50,10 @@ def test_fb15k237_full_and_per_split(datasets_dir: Path, tmp_path: Path) -> None
         stats = opened.stats("fb15k-237")
         assert (stats.triples, stats.entities, stats.relations) == (310_116, 14_541, 237)
         assert len(opened.labels("fb15k-237")) == 14_541
+        # relation2text.txt read here by hand: all 237 relations get their verbalisation
+        verbalised = dict(line.rstrip("\r").split("\t", 1) for line in
+                          (directory / "relation2text.txt").read_text(encoding="utf-8").split("\n") if line)
+        assert opened.relation_labels("fb15k-237") == verbalised and len(verbalised) == 237
     for split, documented in {"train": 272_115, "valid": 17_535, "test": 20_466}.items():
         kgengine("load", "fb15k-237", "--path", str(directory), "--store", str(store),
                  "--graph", f"fb-{split}", "--splits", split)

@@ -150,7 +150,7 @@ def test_fb15k237_labels_prefer_entity2text(datasets_dir: Path, tmp_path: Path) 
     fallback = dict(read_dataset("fb15k-237", tmp_path).labels)
     assert fallback["/m/0c94fn"] == "Gary Rydstrom" and len(fallback) == 14_951
     assert dict(read_dataset("fb15k-237", tmp_path, labels="no").labels) == {}
-    assert len(read_dataset("fb15k-237", directory).extra["relation_labels"]) == 237
+    assert len(read_dataset("fb15k-237", directory).relation_labels) == 237
 
 
 # ---- MetaQA -------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_wikidata5m_format(tmp_path: Path) -> None:
         assert list(data.triples) == [Triple(*line.split("\t")) for s in files.values() for line in s]
         assert dict(data.labels) == {"Q1": "Douglas Adams", "Q5": "human", "Q2": "Zaphod",
                                      "Q99": "not in the KG", "Q3": "Łódź"}
-        assert data.extra["relation_labels"] == {"P31": "instance of", "P22": "father"}
+        assert data.relation_labels == {"P31": "instance of", "P22": "father"}
     valid = read_dataset("wikidata5m", tmp_path, ["valid"])
     assert list(valid.triples) == [Triple("Q3", "P40", "Q1")] and valid.splits == ("valid",)
 
@@ -238,11 +238,11 @@ def test_tsv_file_and_directory(tmp_path: Path) -> None:
     (tmp_path / "kg" / "b.txt").write_text("y\tr\tz\n")
     data = read_dataset("tsv", tmp_path / "kg")
     assert list(data.triples) == [Triple("x", "r", "y"), Triple("y", "r", "z")]
-    assert data.extra["graph"] == "kg"
+    assert data.graph_name == "kg"
     assert list(read_dataset("tsv", tmp_path / "kg", ["b"]).triples) == [Triple("y", "r", "z")]
     (tmp_path / "my kg.csv").write_text("x,y,likes\n")
     csv = read_dataset("tsv", tmp_path / "my kg.csv", separator="comma", order="htr")
-    assert list(csv.triples) == [Triple("x", "likes", "y")] and csv.extra["graph"] == "my-kg"
+    assert list(csv.triples) == [Triple("x", "likes", "y")] and csv.graph_name == "my-kg"
 
 
 def test_rdf_ids_literals_and_labels(tmp_path: Path) -> None:

@@ -10,11 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
-from kgengine.commands.mine import make_engine
 from kgengine.mining.io import MinedRule, read_rules
 from kgengine.mining.rules import RuleType
-from kgengine.mining.search import MiningOptions, mine
+from kgengine.mining.search import MiningOptions, counting_engine, mine
+from shared_data import SHARED
 
 REFERENCE = SHARED / "reference" / "amie3"
 STDOUT = REFERENCE / "family_facts_len3.amie-stdout.txt"
@@ -59,7 +58,7 @@ def test_reference_files_agree_and_reproduce_brink_table_1() -> None:
 def test_functional_variable_is_the_more_functional_side(family_store) -> None:
     """AMIE 3 counts on the subject when #distinct subjects >= #distinct objects (fun >= ifun),
     else on the object; the reference shows which per head relation."""
-    engine = make_engine(family_store, "family-facts", "matrix")
+    engine = counting_engine(family_store, "family-facts", "matrix")
     stats = engine.relation_stats()
     for rule in read_rules(STDOUT):
         s = stats[rule.rule.head.relation]
@@ -68,10 +67,10 @@ def test_functional_variable_is_the_more_functional_side(family_store) -> None:
 
 
 def test_matrix_engine_reproduces_amie3(family_store) -> None:
-    assert_same_as_amie(mine(make_engine(family_store, "family-facts", "matrix"), BRINK))
+    assert_same_as_amie(mine(counting_engine(family_store, "family-facts", "matrix"), BRINK))
 
 
 @pytest.mark.slow
 def test_query_engine_on_oxigraph_reproduces_amie3(family_store) -> None:
-    engine = make_engine(family_store, "family-facts", "query")
+    engine = counting_engine(family_store, "family-facts", "query")
     assert_same_as_amie(mine(engine, replace(BRINK, threads=2)))

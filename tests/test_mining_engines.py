@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kgengine.commands.mine import make_engine
 from kgengine.loaders import read_dataset
 from kgengine.mining import matrix
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
 from kgengine.mining.matrix import KGIndex, MatrixEngine
-from kgengine.mining.search import MiningOptions, mine
+from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.oxigraph_store import OxigraphStore
 from test_mining_amie_parity import BRINK, assert_same_as_amie
 from test_mining_small import assert_measures_by_brute_force
@@ -50,7 +49,7 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
     data, store = fb_subset
     triples = list(data.triples)
     by_matrix = mine(MatrixEngine(KGIndex(triples)), FB_OPTIONS)
-    by_query = mine(make_engine(store, "fb", "query"), replace(FB_OPTIONS, threads=2))
+    by_query = mine(counting_engine(store, "fb", "query"), replace(FB_OPTIONS, threads=2))
     assert len(by_matrix) >= 10
     assert rows(by_matrix) == rows(by_query)
     assert_measures_by_brute_force(set(triples), by_matrix[::5])  # spot checks
@@ -80,7 +79,7 @@ def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: py
     assert rows(blocked) == rows(whole)
     long_rules = [r for r in whole if r.rule.length == 4]
     assert len(long_rules) >= 40
-    by_query = make_engine(store, "fb", "query")  # SPARQL counts on the store, independently
+    by_query = counting_engine(store, "fb", "query")  # SPARQL counts on the store, independently
     for rule in long_rules[::8]:
         head = rule.rule.head
         atoms = (head, *rule.rule.body)
@@ -94,7 +93,7 @@ def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: py
 
 @pytest.mark.slow
 def test_parallel_workers_give_the_same_rules(family_store) -> None:
-    engine = make_engine(family_store, "family", "matrix")
+    engine = counting_engine(family_store, "family", "matrix")
     one = mine(engine, BRINK)
     assert rows(mine(engine, replace(BRINK, threads=2))) == rows(one)
 
@@ -102,7 +101,7 @@ def test_parallel_workers_give_the_same_rules(family_store) -> None:
 @pytest.mark.neo4j
 @pytest.mark.slow
 def test_query_engine_on_neo4j_reproduces_amie3(neo4j_store, neo4j_family) -> None:
-    engine = make_engine(neo4j_store, neo4j_family["family-facts"], "query")
+    engine = counting_engine(neo4j_store, neo4j_family["family-facts"], "query")
     assert engine.language == "cypher"
     assert_same_as_amie(mine(engine, replace(BRINK, threads=2)))
 
@@ -113,7 +112,7 @@ def test_engines_agree_on_neo4j_fb15k237_subset(fb_subset, neo4j_store, neo4j_se
     data, _ = fb_subset
     graph = neo4j_server.graph("mining-fb")
     neo4j_store.load(graph, data.triples, dataset="fb15k-237", replace=True)
-    by_neo4j = mine(make_engine(neo4j_store, graph, "query"), replace(FB_OPTIONS, threads=2))
-    by_index = mine(make_engine(neo4j_store, graph, "matrix"), FB_OPTIONS)
+    by_neo4j = mine(counting_engine(neo4j_store, graph, "query"), replace(FB_OPTIONS, threads=2))
+    by_index = mine(counting_engine(neo4j_store, graph, "matrix"), FB_OPTIONS)
     assert len(by_index) >= 10
     assert rows(by_neo4j) == rows(by_index) == rows(mine(MatrixEngine(KGIndex(data.triples)), FB_OPTIONS))

@@ -8,10 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import DATASETS
 from kgengine.errors import KGEngineError
 from kgengine.mining.io import MinedRule, read_rules, write_json, write_tsv
 from kgengine.mining.measures import Measures, RelationStats, Side, amie_number, lazy_cap
+from shared_data import DATASETS
 from test_mining_amie_parity import STDOUT, amie_lines
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 from kgengine.cli import main
 from neo4j_server import Neo4jServer
-from test_store_oxigraph import _raw_family
+from store_oracles import raw_family
 
 pytestmark = pytest.mark.neo4j
 
@@ -42,7 +42,7 @@ def test_load_stats_graphs_query_drop(cli, neo4j_server: Neo4jServer) -> None:
     result = cli("query", "--cypher", "--graph", graph, "--format", "json",
                  "MATCH (e:Entity {graph: $graph, id: '7'})-[x]->() RETURN count(x) AS n")
     assert result.exit_code == 0, result.output
-    expected = sum(1 for t in _raw_family(["facts"]) if t.head == "7")
+    expected = sum(1 for t in raw_family(["facts"]) if t.head == "7")
     assert json.loads(result.output) == [{"n": str(expected)}]  # cells are printed as text
 
     result = cli("query", "SELECT * WHERE { ?s ?p ?o }")

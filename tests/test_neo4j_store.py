@@ -1,7 +1,7 @@
-"""Store protocol on a real Neo4j (tests/neo4j_server.py starts one), checked against counts
-computed independently from the raw files with plain Python, as tests/test_store_oxigraph.py
-does for Oxigraph; plus the faults: unreachable server, wrong password, hostile relation
-names, a load killed half-way."""
+"""What is particular to the Neo4j backend, on a real Neo4j (tests/neo4j_server.py starts
+one): relationship-type escaping, the faults (unreachable server, wrong password, a load
+killed half-way), credentials, progress, the routing scheme. The store protocol itself is
+tested on both backends by tests/test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -12,132 +12,31 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kgengine.errors import GraphExistsError, InputError, KGEngineError, StoreError
+from kgengine.errors import GraphIncompleteError, KGEngineError, StoreError
 from kgengine.loaders.base import DelimitedTriples
-from kgengine.model import Direction, Entity, Relation, Triple
+from kgengine.model import Relation, Triple
 from kgengine.neo4j_store import Neo4jStore, relationship_type, render
 from kgengine.progress import Reporter
-from kgengine.store import assign_private_ids, open_store
+from kgengine.store import open_store
 from neo4j_server import Neo4jServer
-from test_store_oxigraph import _raw_family
 
 pytestmark = pytest.mark.neo4j
 
-# names a naive implementation would paste into Cypher and break on (or be injected by)
-HOSTILE_RELATIONS = [
-    "a`b",
-    "``",
-    "with space",
-    "x })-[:y]->(z) //",
-    "'single' \"double\"",
-    "{{body}}",
-    "{{rel:r}}",
-    "$graph",
-    "new\nline",
-    "ünï/code#frag?x=1",
-    "/film/film/genre",
-    "DETACH DELETE",
-]
-
-
-def python_bfs(triples: set[Triple], seed: str, hops: int, direction: Direction) -> set[Triple]:
-    out_edges: dict[str, list[Triple]] = {}
-    in_edges: dict[str, list[Triple]] = {}
-    for t in triples:
-        out_edges.setdefault(t.head, []).append(t)
-        in_edges.setdefault(t.tail, []).append(t)
-    frontier, seen, found = {seed}, {seed}, set()
-    for _ in range(hops):
-        nxt = set()
-        for e in frontier:
-            if direction in (Direction.OUT, Direction.BOTH):
-                for t in out_edges.get(e, []):
-                    found.add(t)
-                    nxt.add(t.tail)
-            if direction in (Direction.IN, Direction.BOTH):
-                for t in in_edges.get(e, []):
-                    found.add(t)
-                    nxt.add(t.head)
-        frontier = nxt - seen
-        seen |= nxt
-    return found
-
-
-# ---- the protocol on Family -----------------------------------------------------------------
-def test_family_counts_match_raw_files(neo4j_store: Neo4jStore, neo4j_family: dict[str, str]) -> None:
-    raw = _raw_family(["facts", "train", "valid", "test"])
-    stats = neo4j_store.stats(neo4j_family["family"])
-    assert stats.triples == len(raw) == 28_356
-    assert stats.relations == 12
-    assert stats.entities == len({t.head for t in raw} | {t.tail for t in raw})
-    assert stats.per_relation == dict(Counter(t.relation for t in raw))
-    degree: Counter[str] = Counter()
-    for t in raw:
-        degree[t.head] += 1
-        degree[t.tail] += 1
-    assert stats.degree_histogram == dict(Counter(degree.values()))
-
-
-def test_graph_variants_are_kept_apart(neo4j_store: Neo4jStore, neo4j_family: dict[str, str]) -> None:
-    facts = neo4j_family["family-facts"]
-    assert neo4j_store.stats(facts).triples == 17_615
-    assert set(neo4j_store.triples(facts)) == _raw_family(["facts"])
-    infos = {g.name: g for g in neo4j_store.graphs()}
-    assert infos[facts].status == "complete"
-    assert infos[facts].splits == ("facts",)
-    assert infos[neo4j_family["family"]].triples == 28_356
-
-
-def test_neighbourhood_matches_python_bfs(neo4j_store: Neo4jStore, neo4j_family: dict[str, str]) -> None:
-    raw = _raw_family(["facts"])
-    for seed in ["7", "143", "2115"]:
-        for hops in (1, 2, 3):
-            for direction in Direction:
-                got = neo4j_store.neighbourhood(neo4j_family["family-facts"], seed, hops, direction)
-                assert set(got) == python_bfs(raw, seed, hops, direction), (seed, hops, direction)
-                assert len(got) == len(set(got))
-
-
-def test_parameters_are_values_not_text(neo4j_store: Neo4jStore, neo4j_family: dict[str, str]) -> None:
-    graph = neo4j_family["family-facts"]
-    hostile = Entity("7'}) DETACH DELETE (n) //")
-    assert neo4j_store.run("edges_out", graph, h=[hostile]) == []
-    rows = neo4j_store.run("edges_out", graph, h=[Entity("7")])
-    assert {(r["h"], r["r"], r["t"]) for r in rows} == {
-        tuple(t) for t in _raw_family(["facts"]) if t.head == "7"
-    }
-
-
-def test_private_ids_are_the_seeded_mapping(neo4j_store: Neo4jStore, neo4j_family: dict[str, str]) -> None:
-    ids = neo4j_store.private_ids(neo4j_family["family"])
-    raw = _raw_family(["facts", "train", "valid", "test"])
-    assert ids == assign_private_ids({t.head for t in raw} | {t.tail for t in raw}, seed=0)
-
-
-def test_existing_graph_refused_and_bad_input_keeps_it(
-    neo4j_server: Neo4jServer, neo4j_store: Neo4jStore, tmp_path: Path
+def test_nul_in_a_relation_name_is_refused_and_keeps_the_graph(
+    neo4j_server: Neo4jServer, neo4j_store: Neo4jStore
 ) -> None:
-    graph = neo4j_server.graph("refuse")
+    graph = neo4j_server.graph("refuse-nul")
     good = [Triple("a", "r", "b"), Triple("b", "r", "c")]
     neo4j_store.load(graph, good, dataset="tiny", replace=True)
-    with pytest.raises(GraphExistsError):
-        neo4j_store.load(graph, good, dataset="tiny")
-    bad_file = tmp_path / "bad.tsv"
-    bad_file.write_text("x\tr\ty\nbroken line\n")
-    with pytest.raises(InputError):
-        neo4j_store.load(graph, DelimitedTriples((bad_file,)), dataset="tiny", replace=True)
     with pytest.raises(KGEngineError, match="NUL"):
         neo4j_store.load(graph, [Triple("x", "bad\x00name", "y")], dataset="tiny", replace=True)
     assert set(neo4j_store.triples(graph)) == set(good)
     assert neo4j_store.graph_info(graph).status == "complete"
     neo4j_store.drop(graph)
-    assert neo4j_store.graph_info(graph) is None
-    assert neo4j_store.run("count_entities", graph) == [{"n": 0}]
 
 
 def test_read_only_store_refuses_writes(neo4j_server: Neo4jServer) -> None:
@@ -158,19 +57,6 @@ def test_relationship_type_escaping() -> None:
     for params in ({}, {"r": "plain string"}, {"r": []}):
         with pytest.raises((KeyError, TypeError)):
             render(text, params)
-
-
-def test_hostile_relation_names_round_trip(neo4j_server: Neo4jServer, neo4j_store: Neo4jStore) -> None:
-    graph = neo4j_server.graph("hostile")
-    triples = {Triple(f"h{i}", name, f"t{i}") for i, name in enumerate(HOSTILE_RELATIONS)}
-    triples.add(Triple("h0", "a`b", "h0"))  # a self-loop too
-    neo4j_store.load(graph, sorted(triples), dataset="hostile", replace=True)
-    assert set(neo4j_store.triples(graph)) == triples
-    assert neo4j_store.stats(graph).per_relation == dict(Counter(t.relation for t in triples))
-    for name in HOSTILE_RELATIONS:
-        rows = neo4j_store.run("relation_triples", graph, r=Relation(name))
-        assert {Triple(r["h"], r["r"], r["t"]) for r in rows} == {t for t in triples if t.relation == name}
-    neo4j_store.drop(graph)
 
 
 # ---- faults: unreachable server, wrong password --------------------------------------------
@@ -195,7 +81,10 @@ def test_unreachable_server_fails_fast(scheme: str, silent_server: int) -> None:
         started = time.monotonic()
         with pytest.raises(StoreError, match="cannot reach Neo4j"):
             Neo4jStore(f"{scheme}://127.0.0.1:{port}", auth=("neo4j", "x" * 8), connection_timeout=2)
-        assert time.monotonic() - started < 20, port
+        # socket timers, not CPU work, set this time, so a busy machine does not stretch it;
+        # the bound stays under the driver's own 30 s default, which it would take if ours
+        # were not applied
+        assert time.monotonic() - started < 25, port
 
 
 def test_unreachable_server_from_open_store(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,6 +153,8 @@ def test_load_killed_half_way_then_rerun_gives_exact_counts(
 
     info = neo4j_store.graph_info(graph)
     assert info is not None and info.status == "loading"
+    with pytest.raises(GraphIncompleteError, match="interrupted load"):
+        neo4j_store.require_graph(graph, complete=True)
     partial = neo4j_store.run("count_triples", graph)[0]["n"]
     assert 0 < partial < len(raw)
 

@@ -38,6 +38,10 @@ AWKWARD_TRIPLES = [
 ]
 AWKWARD_LABELS = [("a b", "A B"), ("x", "first"), ("x", "second"), ("nowhere", "not in the KG"),
                   ("ü/ß", "ünïcödé")]
+# relation labels likewise: names needing escapes, a second label (ignored), a relation in no triple
+AWKWARD_RELATION_LABELS = [("with space", "has a space"), ("a`b", 'back`tick "q"'), ("a`b", "second"),
+                           ("/film/film/genre", "film genre"), ("no such relation", "nowhere"),
+                           ("ünï/code#frag?x=1", "ünï label\nwith a newline")]
 
 
 def _names() -> list[str]:
@@ -80,12 +84,15 @@ def graphs(
     with (source / "train.txt").open(encoding="utf-8", newline="") as fh:
         (fb_dir / "train.txt").write_text("".join(next(fh) for _ in range(FB15K_LINES)), newline="")
     (fb_dir / "entity2text.txt").symlink_to(source / "entity2text.txt")
+    (fb_dir / "relation2text.txt").symlink_to(source / "relation2text.txt")
     fb = read_dataset("fb15k-237", fb_dir, ["train"])
-    loaded = {"fb15k-237": (fb.triples, fb.labels), "awkward": (AWKWARD_TRIPLES, AWKWARD_LABELS)}
+    loaded = {"fb15k-237": (fb.triples, fb.labels, fb.relation_labels),
+              "awkward": (AWKWARD_TRIPLES, AWKWARD_LABELS, AWKWARD_RELATION_LABELS)}
     out = {"family": (family_store, "family", neo4j_family["family"], _sample(family_store, "family"))}
-    for name, (triples, labels) in loaded.items():
-        oxigraph.load(name, triples, dataset=name, labels=labels)
-        neo4j_store.load(neo4j_server.graph(name), triples, dataset=name, labels=labels, replace=True)
+    for name, (triples, labels, relation_labels) in loaded.items():
+        oxigraph.load(name, triples, dataset=name, labels=labels, relation_labels=relation_labels)
+        neo4j_store.load(neo4j_server.graph(name), triples, dataset=name, labels=labels,
+                         relation_labels=relation_labels, replace=True)
         out[name] = (oxigraph, name, neo4j_server.graph(name), _sample(oxigraph, name))
     yield out
     oxigraph.close()

@@ -351,7 +351,7 @@ def test_load_while_serving_then_reload(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--store", "/nonexistent/store"], "no Oxigraph store"),
+        (["--store", "/nonexistent/store"], "no kgengine store at /nonexistent/store"),
         (["--store", "neo4j://localhost:7687"], "Oxigraph store directory"),
         (["--allow-update"], "--token-file"),
         (["--allow-update", "--token-file", "TOKEN", "--http-processes", "2"], "one writer process"),

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -19,11 +18,10 @@ import httpx
 import psutil
 from kgengine.loaders import read_dataset
 from kgengine.oxigraph_store import OxigraphStore
+from shared_data import REFERENCE
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")
-_SHARED = os.environ.get("KGENGINE_SHARED")
-SHARED = Path(_SHARED) if _SHARED else Path(__file__).resolve().parents[2] / "shared"
-W3C = SHARED / "reference" / "w3c-sparql11-protocol"
+W3C = REFERENCE / "w3c-sparql11-protocol"
 
 
 def free_port() -> int:

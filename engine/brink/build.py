@@ -44,13 +44,14 @@ from kgengine.brink.removal import (
 )
 from kgengine.brink.report import markdown, question_counts, rule_type_counts
 from kgengine.brink.templates import template_question
-from kgengine.errors import GraphNotFoundError, KGEngineError
+from kgengine.errors import InvalidParameterError, KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
 from kgengine.mining.rules import Rule
+from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.model import Triple
 from kgengine.progress import progress_bar
-from kgengine.store import KGStore
+from kgengine.store import KGStore, open_store, resolve_graph
 
 OUTPUT_FILES = ("kg_complete.tsv", "kg_incomplete.tsv", *(f"questions_{s}.jsonl" for s in SPLITS),
                 "rules.tsv", "stats.json", "stats.md")
@@ -92,6 +93,34 @@ class BuildResult:
 
 
 Log = Callable[[str], None]
+
+# BRINK's AMIE 3 settings (App. A.2): std confidence 0.3, PCA confidence 0.4, head coverage 0.1
+BRINK_MINING = MiningOptions(min_conf=0.3, min_pca=0.4, min_hc=0.1)
+
+
+def mine_rules(store: KGStore, graph: str, max_len: int, threads: int) -> list[MinedRule]:
+    """Mine ``graph`` as ``kgengine mine`` does, with BRINK's AMIE 3 settings, on the
+    in-memory matrix engine."""
+    engine = counting_engine(store, resolve_graph(store, graph), "matrix")
+    return mine(engine, replace(BRINK_MINING, max_len=max_len, threads=threads))
+
+
+def read_relation_labels(path: Path) -> dict[str, str]:
+    """A ``relation<TAB>label`` TSV (``--relation-labels``) that words template questions;
+    blank lines and ``#`` comments are skipped, a later line for a relation wins."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KGEngineError(f"cannot read relation labels {path}: {exc}") from None
+    out = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise KGEngineError(f"{path}:{number}: expected 'relation<TAB>label'")
+        out[fields[0]] = fields[1].strip()
+    return out
 
 
 def _noop(_: str) -> None:
@@ -276,6 +305,19 @@ def write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def write_entities(path: Path, store: KGStore, graph: str, entities: Iterable[str]) -> None:
+    """entities.tsv: ``private_id<TAB>dataset_id<TAB>label`` per entity of the complete KG
+    (label blank where there is none), so ``kgengine eval`` can re-express a question set
+    in any surface form."""
+    private, labels = store.private_ids(graph), store.labels(graph)
+
+    def clean(text: str) -> str:
+        return " ".join(text.split())  # a TAB or newline in a label would break the row
+
+    rows = [f"{private.get(e, '')}\t{e}\t{clean(labels.get(e, ''))}" for e in sorted(entities)]
+    path.write_text("private_id\tdataset_id\tlabel\n" + "".join(r + "\n" for r in rows), encoding="utf-8")
+
+
 # ---- the build ----------------------------------------------------------------------------
 def build_brink(
     store: KGStore,
@@ -291,11 +333,9 @@ def build_brink(
     """Build the dataset into ``out_dir``; raises :class:`AnswerabilityError` (after writing
     every file, so the failures can be inspected) when the App. H check is below 100%."""
     started = time.perf_counter()
-    info = store.graph_info(graph)
-    if info is None:
-        raise GraphNotFoundError(f"no graph {graph!r} in {store.location}")
+    info = store.require_graph(graph)
     if options.groundings_per_rule < 1:
-        raise ValueError("--groundings-per-rule must be at least 1")
+        raise InvalidParameterError("--groundings-per-rule must be at least 1")
     rules = [r.rule if isinstance(r, MinedRule) else r for r in inputs]
     complete = set(store.triples(graph))
     log(f"{graph}: {len(complete):,} triples, {len(rules):,} rules")
@@ -357,6 +397,7 @@ def build_brink(
         position += count
     write_rules(out_dir / "rules.tsv", inputs, selections, removal.kept,
                 Counter(item.paths[0].rule for item in ordered))
+    write_entities(out_dir / "entities.tsv", store, graph, entities)
 
     answerability = _answerability(store, graph, info.dataset, rules, removal, complete, incomplete,
                                    surface, options, out_dir, progress, log)
@@ -458,11 +499,10 @@ def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rul
             log(f"loaded graph {name!r} ({len(triples):,} triples)")
         return run(store, names["incomplete"])
 
-    from kgengine.oxigraph_store import OxigraphStore  # the checker's scratch store only
-
+    # the checker's scratch store: an embedded store in a temporary directory
     scratch = Path(tempfile.mkdtemp(prefix="kgengine-brink-check-"))
     try:
-        with OxigraphStore(str(scratch)) as check_store:
+        with open_store(str(scratch), create=True) as check_store:
             check_store.load("incomplete", published(incomplete), dataset="brink")
             return run(check_store, "incomplete")
     finally:

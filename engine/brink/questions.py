@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kgengine.brink.removal import Grounding
+from kgengine.errors import InvalidParameterError
 from kgengine.model import Triple
 
 SPLITS = ("train", "valid", "test")
 RATIOS = (8, 1, 1)
 
 
-class Direction(StrEnum):
+class QuestionDirection(StrEnum):
     """Which side of the removed triple the question gives."""
 
     FORWARD = "forward"  # topic = head, asks for the tail: (topic, relation, ?)
@@ -42,25 +43,25 @@ class LabelMode(StrEnum):
 @dataclass(frozen=True)
 class QuestionItem:
     triple: Triple  # the removed triple (dataset ids)
-    direction: Direction
+    direction: QuestionDirection
     paths: tuple[Grounding, ...]  # groundings that re-derive it; the first is the primary
 
     @property
     def topic(self) -> str:
-        return self.triple.head if self.direction == Direction.FORWARD else self.triple.tail
+        return self.triple.head if self.direction == QuestionDirection.FORWARD else self.triple.tail
 
     @property
     def answer(self) -> str:
         """The hard answer: the entity whose direct triple was removed."""
-        return self.triple.tail if self.direction == Direction.FORWARD else self.triple.head
+        return self.triple.tail if self.direction == QuestionDirection.FORWARD else self.triple.head
 
 
-def topic_direction(seed: int, triple: Triple, path: tuple[Triple, ...] = ()) -> Direction:
+def topic_direction(seed: int, triple: Triple, path: tuple[Triple, ...] = ()) -> QuestionDirection:
     """The seeded coin that picks the topic side for one removed triple (and, one question
     per grounding, for one of its paths: the official LLM chose per grounding too)."""
     key = "\t".join(f"{h} {r} {t}" for h, r, t in (triple, *path))
     coin = random.Random(f"{seed}/topic/{key}").random()
-    return Direction.FORWARD if coin < 0.5 else Direction.INVERSE
+    return QuestionDirection.FORWARD if coin < 0.5 else QuestionDirection.INVERSE
 
 
 def make_items(kept: Sequence[Grounding], unit: QuestionUnit, seed: int) -> list[QuestionItem]:
@@ -80,7 +81,7 @@ def balance(items: Sequence[QuestionItem], tau: float, seed: int) -> list[Questi
     One deviation: when ⌊τ·|Q|⌋ is 0 (|Q| < 1/τ, tiny KGs) the literal algorithm would drop
     every question of every answer; we keep at least one per answer entity."""
     if not 0 < tau <= 1:
-        raise ValueError(f"tau must be in (0, 1], got {tau}")
+        raise InvalidParameterError(f"tau must be in (0, 1], got {tau}")
     limit = max(1, math.floor(tau * len(items)))
     by_answer: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
@@ -108,7 +109,7 @@ class AnswerIndex:
         """Every entity completing (topic, relation) in the asked direction (§3.2 answer set
         completion; the hard answer is always among them). Sorted, so files are stable."""
         key = (item.topic, item.triple.relation)
-        found = self._out.get(key) if item.direction == Direction.FORWARD else self._in.get(key)
+        found = self._out.get(key) if item.direction == QuestionDirection.FORWARD else self._in.get(key)
         return sorted(found or ())
 
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kgengine.brink.questions import Direction
+from kgengine.brink.questions import QuestionDirection
 
 
 def _words(text: str) -> frozenset[str]:
@@ -167,11 +167,12 @@ def _plural(noun: str) -> bool:
     return last.endswith("s") and not last.endswith(("ss", "us", "is"))
 
 
-def template_question(relation: str, direction: Direction, topic: str, label: str | None = None) -> str:
+def template_question(relation: str, direction: QuestionDirection, topic: str,
+                      label: str | None = None) -> str:
     """The question for ``relation`` with ``topic`` given, asking for the other side."""
     p = phrase_for(relation, label)
     wh = "Who" if p.person else "What"
-    forward = direction == Direction.FORWARD  # topic is the head
+    forward = direction == QuestionDirection.FORWARD  # topic is the head
     if p.reading == Reading.NOUN_OF:
         if p.text in KINSHIP:
             return f"Whose {p.text} is {topic}?" if forward else f"Who is the {p.text} of {topic}?"

@@ -10,21 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pyoxigraph as ox
 from kgengine.cli_common import connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
 from kgengine.loaders import LOADERS, read_dataset
-from kgengine.progress import Reporter, progress_bar
+from kgengine.model import QueryResult
+from kgengine.progress import PhaseLog, progress_bar
 from rich.console import Console
 from rich.table import Table
-
-
-class _PhaseLog(Reporter):
-    """Without a terminal, one stderr line per load phase instead of a progress bar."""
-
-    def update(self, *, total: int | None = None, description: str | None = None) -> None:
-        if description:
-            click.echo(description, err=True)
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -59,16 +51,17 @@ def load(dataset: str, path: Path | None, store_location: str | None, graph: str
     keeps what it had (no half-loaded graph)."""
     split_list = [s.strip() for s in splits.split(",") if s.strip()] if splits else None
     data = read_dataset(dataset.lower(), path, split_list, **_parse_options(options))
-    name = graph or str(data.extra.get("graph") or data.name)
+    name = graph or data.graph_name or data.name
     started = time.perf_counter()
-    store = connect(store_location)
+    store = connect(store_location, create=True)
     try:
         interactive = show_progress()
         with progress_bar(f"loading {name}", enabled=interactive) as bar:
             info = store.load(
-                name, data.triples, dataset=data.name, labels=data.labels, source=data.source,
+                name, data.triples, dataset=data.name, labels=data.labels,
+                relation_labels=data.relation_labels, source=data.source,
                 splits=data.splits, replace=replace, seed=seed,
-                progress=bar if interactive else _PhaseLog(),
+                progress=bar if interactive else PhaseLog(),
             )
     finally:
         store.close()
@@ -143,14 +136,12 @@ def drop(graph_name: str, store_location: str | None) -> None:
     click.echo(f"dropped graph {graph_name!r}")
 
 
-def _cell(term: Any) -> str:
-    if term is None:
+def _cell(value: Any) -> str:
+    if value is None:
         return ""
-    if isinstance(term, ox.NamedNode | ox.Literal | ox.BlankNode):
-        return term.value
-    if isinstance(term, list | dict):  # Cypher lists, maps and nodes (as property maps)
-        return json.dumps(term, ensure_ascii=False, default=str)
-    return str(term)
+    if isinstance(value, list | dict):  # Cypher lists, maps and nodes (as property maps)
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
 
 
 @click.command()
@@ -166,39 +157,26 @@ def query(text: str, store_location: str | None, graph: str | None, cypher: bool
     GRAPH or on every graph."""
     store = connect(store_location)
     try:
-        if cypher:
-            if not hasattr(store, "cypher"):
-                raise KGEngineError(f"--cypher needs a Neo4j store; the {store.backend} backend runs SPARQL")
-            rows = store.cypher(text, graph)
-            columns = list(rows[0]) if rows else []
-            _print_rows(columns, [[_cell(row[c]) for c in columns] for row in rows], fmt)
-            return
-        if not hasattr(store, "sparql"):
+        language = "cypher" if cypher else "sparql"
+        if store.query_language != language:
+            if cypher:
+                raise KGEngineError(f"--cypher needs a store that runs Cypher (Neo4j); the store "
+                                    f"{store.location} runs SPARQL")
             raise KGEngineError(
-                f"`kgengine query` runs SPARQL on Oxigraph stores; for the {store.backend} store "
-                f"{store.location} pass a Cypher query with --cypher"
+                f"the store {store.location} runs {store.query_language.capitalize()}, not SPARQL: "
+                f"pass a Cypher query with --cypher"
             )
-        try:
-            result = store.sparql(text, graph)
-        except SyntaxError as exc:
-            raise KGEngineError(f"invalid SPARQL: {exc}") from exc
-        _print_result(result, fmt)
+        result = store.query(text, graph)
     finally:
         store.close()
+    _print_result(result, fmt)
 
 
-def _print_result(result: Any, fmt: str) -> None:
-    if isinstance(result, ox.QueryBoolean):
-        value = bool(result)
-        click.echo(json.dumps({"boolean": value}) if fmt == "json" else str(value).lower())
+def _print_result(result: QueryResult, fmt: str) -> None:
+    if result.boolean is not None:
+        click.echo(json.dumps({"boolean": result.boolean}) if fmt == "json" else str(result.boolean).lower())
         return
-    if isinstance(result, ox.QueryTriples):
-        columns = ["subject", "predicate", "object"]
-        rows = [[_cell(t.subject), _cell(t.predicate), _cell(t.object)] for t in result]
-    else:
-        columns = [v.value for v in result.variables]
-        rows = [[_cell(solution[c]) for c in columns] for solution in result]
-    _print_rows(columns, rows, fmt)
+    _print_rows(list(result.columns), [[_cell(v) for v in row] for row in result.rows], fmt)
 
 
 def _print_rows(columns: list[str], rows: list[list[str]], fmt: str) -> None:

@@ -11,45 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
-from kgengine.cli_common import connect, graph_option, show_progress, store_option
-from kgengine.errors import GraphNotFoundError, KGEngineError
+from kgengine.cli_common import check_output_file, connect, graph_option, show_progress, store_option
+from kgengine.errors import KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import AMIE_COLUMNS, MinedRule, write_json, write_tsv
 from kgengine.mining.rules import RuleType, parse_rule
-from kgengine.mining.search import CountingEngine, HeadResult, Miner, MiningOptions
+from kgengine.mining.search import ENGINES, HeadResult, Miner, MiningOptions, counting_engine
 from kgengine.progress import progress_bar
-from kgengine.store import KGStore
+from kgengine.store import resolve_graph
 from rich.console import Console
 from rich.table import Table
-
-
-def resolve_graph(store: KGStore, graph: str | None) -> str:
-    """The graph to work on: ``--graph``, or the store's only graph; it must hold triples."""
-    infos = store.graphs()
-    if graph is None:
-        if len(infos) != 1:
-            known = ", ".join(i.name for i in infos) or "none"
-            raise KGEngineError(f"choose a graph with --graph (graphs in {store.location}: {known})")
-        graph = infos[0].name
-    info = store.graph_info(graph)
-    if info is None:
-        known = ", ".join(i.name for i in infos) or "none"
-        raise GraphNotFoundError(f"no graph {graph!r} in {store.location} (graphs: {known})")
-    if info.status != "complete":
-        raise KGEngineError(f"graph {graph!r} is incomplete (an interrupted load); reload it")
-    if info.triples == 0:
-        raise KGEngineError(f"graph {graph!r} has no triples")
-    return graph
-
-
-def make_engine(store: KGStore, graph: str, engine: str) -> CountingEngine:
-    if engine == "query":
-        from kgengine.mining.query_engine import QueryEngine
-
-        return QueryEngine(store, graph)
-    from kgengine.mining.matrix import KGIndex, MatrixEngine
-
-    return MatrixEngine(KGIndex.from_store(store, graph))
 
 
 def summary_table(rules: list[MinedRule]) -> Table:
@@ -67,6 +38,8 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     try:
         write(tmp)
         tmp.replace(path)
+    except OSError as exc:  # checked writable before mining; now the disk is full or the like
+        raise KGEngineError(f"cannot write {path}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -84,7 +57,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
               help="Maximum rule length in atoms, head included (AMIE's -maxad).")
 @click.option("--min-initial-support", type=int, default=100, show_default=True,
               help="Relations with fewer facts are never heads (AMIE's -minis).")
-@click.option("--engine", "engine_name", type=click.Choice(["matrix", "query"]), default="matrix",
+@click.option("--engine", "engine_name", type=click.Choice(ENGINES), default="matrix",
               show_default=True,
               help="matrix: sparse-matrix counting on an in-memory index; query: counting "
               "queries run by the store (SPARQL on Oxigraph, Cypher on Neo4j).")
@@ -110,12 +83,14 @@ def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca
         min_initial_support=min_initial_support, skyline=not no_skyline, constants=constants,
         recursivity_limit=recursivity_limit, threads=threads,
     )
-    options.validate()  # bad thresholds fail before the store is touched
+    options.validate()  # bad thresholds and unwritable outputs fail before the store is touched
+    check_output_file(output, "-o/--output")
+    check_output_file(json_path, "--json")
     started = time.perf_counter()
     store = connect(store_location)
     try:
         name = resolve_graph(store, graph)
-        engine = make_engine(store, name, engine_name)
+        engine = counting_engine(store, name, engine_name)
         miner = Miner(engine, options)
         heads = miner.heads()
         with progress_bar(f"mining {name}", total=len(heads), enabled=show_progress()) as bar:

@@ -20,7 +20,8 @@ from kgengine.queries import relationship_type
 _VAR = re.compile(r"\?([a-z]\w*)")
 
 
-def variable_name(term: str) -> str:
+def query_variable(term: str) -> str:
+    """A rule variable ``?name`` as the bare name used in query text (checked: ``[a-z]\\w*``)."""
     match = _VAR.fullmatch(term)
     if not match:
         raise ValueError(f"invalid rule variable {term!r} (expected ?name)")
@@ -29,7 +30,7 @@ def variable_name(term: str) -> str:
 
 def sparql_term(term: str) -> str:
     if is_variable(term):
-        return "?" + variable_name(term)
+        return "?" + query_variable(term)
     return f"<{terms.entity_iri(term)}>"
 
 
@@ -56,7 +57,7 @@ def cypher_patterns(atoms: Sequence[Atom], graph_param: str = "graph") -> tuple[
             key = f"c{len(params)}"
             params[key] = term
             return f"(:Entity {{graph: ${graph_param}, id: ${key}}})"
-        name = variable_name(term)
+        name = query_variable(term)
         if name in declared:
             return f"({name})"
         declared.add(name)
@@ -101,10 +102,10 @@ def sparql_candidate(subject: str, obj: str) -> str:
 def cypher_candidate(atoms: Sequence[Atom], subject: str, obj: str, graph_param: str = "graph") -> str:
     """``MATCH`` of the candidate atom after ``cypher_patterns(atoms)``: variables already in
     ``atoms`` are referenced, a new one is declared on the graph's entities."""
-    declared = {variable_name(v) for atom in atoms for v in atom.variables}
+    declared = {query_variable(v) for atom in atoms for v in atom.variables}
 
     def node(term: str) -> str:
-        name = variable_name(term)
+        name = query_variable(term)
         return f"({name})" if name in declared else f"({name}:Entity {{{graph_param}: ${graph_param}}})"
 
     return f"MATCH {node(subject)}-[{CANDIDATE_RELATION}]->{node(obj)}"

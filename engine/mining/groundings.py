@@ -7,9 +7,9 @@ from enum import StrEnum
 
 from kgengine.mining.compile import (
     cypher_patterns,
+    query_variable,
     sparql_atom,
     sparql_patterns,
-    variable_name,
 )
 from kgengine.mining.rules import Rule
 from kgengine.store import KGStore
@@ -33,7 +33,7 @@ def _variables(rule: Rule) -> list[str]:
 
 def grounding_parts(rule: Rule, language: str, head: HeadFilter, limit: int | None) -> tuple[dict, dict]:
     """Placeholders and parameters of ``rule_groundings`` for one backend's language."""
-    names = [variable_name(v) for v in _variables(rule)]
+    names = [query_variable(v) for v in _variables(rule)]
     if language == "sparql":
         head_pattern = sparql_atom(rule.head)
         head_filter = {

@@ -117,6 +117,9 @@ def read_rules(path: Path | str) -> list[MinedRule]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise KGEngineError(f"cannot read rules file {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise KGEngineError(f"rules file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+                            ) from None
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         rules = _read_json(text, str(path))
     else:

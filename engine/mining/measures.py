@@ -36,14 +36,6 @@ class RelationStats:
     objects: int  # distinct objects
 
     @property
-    def functionality(self) -> float:
-        return self.subjects / self.facts if self.facts else 0.0
-
-    @property
-    def inverse_functionality(self) -> float:
-        return self.objects / self.facts if self.facts else 0.0
-
-    @property
     def functional_side(self) -> Side:
         """AMIE 3's counting variable for a head with this relation (ties go to the subject,
         as in ``KB.isFunctional``: fun >= ifun). Compared as integers: same facts count."""
@@ -93,10 +85,6 @@ def lazy_cap(support: int, min_ratio: float) -> int | None:
     if min_ratio <= 0:
         return None
     return int(math.ceil(support / min_ratio)) + 1
-
-
-def passes(measures: Measures, min_conf: float, min_pca: float) -> bool:
-    return measures.std_confidence >= min_conf and measures.pca_confidence >= min_pca
 
 
 def amie_number(value: float) -> str:

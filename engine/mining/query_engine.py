@@ -22,10 +22,10 @@ from typing import Any
 from kgengine.mining.compile import (
     cypher_candidate,
     cypher_typed_patterns,
+    query_variable,
     sparql_candidate,
     sparql_patterns,
     sparql_term,
-    variable_name,
 )
 from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, is_variable
@@ -97,7 +97,7 @@ class QueryEngine:
         if self.language == "sparql":
             parts["existential"] = sparql_patterns([existential])
         else:
-            known = variable_name(existential.subject if existential.object == PCA_VARIABLE
+            known = query_variable(existential.subject if existential.object == PCA_VARIABLE
                                   else existential.object)
             pattern = (f"({known})-[pca_rel]->()" if existential.object == PCA_VARIABLE
                        else f"()-[pca_rel]->({known})")
@@ -144,7 +144,7 @@ class QueryEngine:
             parts = {"head": first, "body": rest}
         else:
             parts = {"head": "", "body": clauses}
-        parts["head_vars"] = ", ".join(variable_name(v) for v in dict.fromkeys(head_vars))
+        parts["head_vars"] = ", ".join(query_variable(v) for v in dict.fromkeys(head_vars))
         parts["limit"] = "LIMIT $limit" if limit is not None else ""
         if limit is not None:
             params["limit"] = int(limit)

@@ -5,6 +5,7 @@ Pure functions only (no I/O), so everything here is cheap to test."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import permutations
@@ -14,6 +15,20 @@ VARIABLE_NAMES = "abcdefghijklmnopqrstuvwxyz"
 
 def is_variable(term: str) -> bool:
     return term.startswith("?")
+
+
+def variable_counts(atoms: Iterable[Atom]) -> dict[str, int]:
+    """How many times each variable occurs in ``atoms``."""
+    counts: dict[str, int] = {}
+    for atom in atoms:
+        for v in atom.variables:
+            counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+def is_closed(atoms: Iterable[Atom]) -> bool:
+    """Every variable of the atoms occurs at least twice (AMIE's closed rule)."""
+    return all(n >= 2 for n in variable_counts(atoms).values())
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -74,17 +89,10 @@ class Rule:
     def variables(self) -> set[str]:
         return {v for atom in (*self.body, self.head) for v in atom.variables}
 
-    def occurrences(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for atom in (*self.body, self.head):
-            for v in atom.variables:
-                counts[v] = counts.get(v, 0) + 1
-        return counts
-
     @property
     def is_closed(self) -> bool:
         """Every variable appears at least twice."""
-        return all(n >= 2 for n in self.occurrences().values())
+        return is_closed((*self.body, self.head))
 
     @property
     def is_connected(self) -> bool:
@@ -102,22 +110,11 @@ class Rule:
         return len(reached) == len(atoms)
 
     @property
-    def is_safe(self) -> bool:
-        """Head variables all appear in the body."""
-        body_vars = {v for atom in self.body for v in atom.variables}
-        return set(self.head.variables) <= body_vars
-
-    @property
     def rule_type(self) -> RuleType:
         return classify(self)
 
     def __str__(self) -> str:
         return " & ".join(str(a) for a in self.body) + " => " + str(self.head)
-
-    def amie(self) -> str:
-        """AMIE's own rule text, e.g. ``?b  husband  ?a   => ?a  wife  ?b``."""
-        body = "  ".join(f"{a.subject}  {a.relation}  {a.object}" for a in self.body)
-        return f"{body}   => {self.head.subject}  {self.head.relation}  {self.head.object}"
 
 
 def _rename_in_order(body: tuple[Atom, ...], head: Atom) -> tuple[tuple[Atom, ...], Atom]:

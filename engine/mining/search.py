@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kgengine.errors import KGEngineError
 from kgengine.mining.io import MinedRule, amie_text
@@ -50,9 +50,13 @@ from kgengine.mining.measures import (
     lazy_cap,
     support_threshold,
 )
-from kgengine.mining.rules import Atom, Rule, is_variable
+from kgengine.mining.rules import Atom, Rule, is_closed, is_variable, variable_counts
+
+if TYPE_CHECKING:
+    from kgengine.store import KGStore
 
 FRESH = "?_fresh"  # placeholder for the fresh variable of a dangling atom in count requests
+ENGINES = ("matrix", "query")
 
 
 class CountingEngine(Protocol):
@@ -77,6 +81,20 @@ class CountingEngine(Protocol):
     def constant_counts(
         self, atoms: Sequence[Atom], variable: str, join: str, min_support: int = 1
     ) -> dict[str, int]: ...
+
+
+def counting_engine(store: KGStore, graph: str, kind: str = "matrix") -> CountingEngine:
+    """The counting engine ``kind`` over ``graph``: ``matrix`` copies the graph into an
+    in-memory sparse-matrix index; ``query`` runs counting queries on the store."""
+    if kind == "query":
+        from kgengine.mining.query_engine import QueryEngine
+
+        return QueryEngine(store, graph)
+    if kind != "matrix":
+        raise ValueError(f"unknown counting engine {kind!r}; known: {', '.join(ENGINES)}")
+    from kgengine.mining.matrix import KGIndex, MatrixEngine
+
+    return MatrixEngine(KGIndex.from_store(store, graph))
 
 
 @dataclass(frozen=True)
@@ -131,22 +149,10 @@ class HeadResult:
     evaluated: int = 0  # closed rules whose confidences were counted
 
 
-def variable_name(index: int) -> str:
+def fresh_variable(index: int) -> str:
     """AMIE's fresh variable names: ?a .. ?z, then ?a1 .. ?z1, ..."""
     letter = chr(ord("a") + index % 26)
     return f"?{letter}{index // 26}" if index >= 26 else f"?{letter}"
-
-
-def occurrences(atoms: Sequence[Atom]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for atom in atoms:
-        for v in atom.variables:
-            counts[v] = counts.get(v, 0) + 1
-    return counts
-
-
-def is_closed(atoms: Sequence[Atom]) -> bool:
-    return all(n >= 2 for n in occurrences(atoms).values())
 
 
 def subsumes(general: Sequence[Atom], specific: Sequence[Atom]) -> bool:
@@ -303,7 +309,7 @@ class Miner:
     def _refine(self, node: Node, threshold: int) -> list[Node]:
         opts = self.options
         atoms = node.atoms
-        occ = occurrences(atoms)
+        occ = variable_counts(atoms)
         # AMIE walks its variable histogram (a fastutil hash map) in hash order, which for the
         # head visits ?b before ?a; latest-first order reproduces AMIE 3 where the order matters
         # (which parent generates a rule first, hence its skyline ancestor): FB15k-237 gives
@@ -333,7 +339,7 @@ class Miner:
                                 closing.append(shape)
         # letters: each operator call takes two (Rule.fullyUnboundTriplePattern)
         after_closing = node.next_var + (2 if ran_closing else 0)
-        fresh_subject, fresh_object = variable_name(after_closing), variable_name(after_closing + 1)
+        fresh_subject, fresh_object = fresh_variable(after_closing), fresh_variable(after_closing + 1)
 
         # dangling atoms (getDanglingAtoms; AMIE.java queues them only below max_len - 1)
         dangling: list[tuple[str, str]] = []

@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 import dataclasses
 import hmac
+import ipaddress
 import json
 import logging
 import os
 import signal
+import stat
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from urllib.parse import parse_qsl
 
 import pyoxigraph as ox
 from kgengine import terms
+from kgengine.errors import KGEngineError
 from kgengine.serve import formats, page
 from kgengine.serve.pool import PoolError, WorkerPool
 from kgengine.serve.snapshot import Snapshots
@@ -41,6 +44,32 @@ MAX_FIELDS = 1000  # parameters per request: far above any real client, bounds p
 SD = "http://www.w3.org/ns/sparql-service-description#"
 FORMATS_NS = "http://www.w3.org/ns/formats/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the endpoint on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: Path) -> str:
+    """The bearer token that updates must present (``--token-file``)."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KGEngineError(f"cannot read --token-file {path}: {exc}") from None
+    if not token:
+        raise KGEngineError(f"--token-file {path} is empty")
+    return token
+
+
+def token_file_is_shared(path: Path) -> bool:
+    """Whether users other than the owner may read the token file (POSIX permissions)."""
+    return os.name == "posix" and bool(path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
 def default_workers() -> int:

@@ -48,7 +48,7 @@ def read_job(stream: BinaryIO) -> dict[str, Any] | None:
     return None if payload is None else json.loads(payload)
 
 
-def open_store(path: str, writable: bool) -> ox.Store:
+def open_oxigraph(path: str, writable: bool) -> ox.Store:
     """Read-only workers open the server's private snapshot (:mod:`.snapshot`), which no
     one writes to; the one writable worker (--allow-update) owns the live store."""
     if writable:
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     _exit_with_parent()
     try:
         try:
-            store = open_store(args.store, args.writable)
+            store = open_oxigraph(args.store, args.writable)
         except OSError as exc:
             write_frame(out, {"status": 0, "error": f"cannot open the store at {args.store}: {exc}"})
             return

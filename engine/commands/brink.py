@@ -7,44 +7,20 @@ import os
 from pathlib import Path
 
 import click
-from kgengine.brink.build import OUTPUT_FILES, BuildOptions, build_brink
+from kgengine.brink.build import OUTPUT_FILES, BuildOptions, build_brink, mine_rules, read_relation_labels
 from kgengine.brink.llm import LLMQuestionWriter, default_cache_dir
 from kgengine.brink.questions import LabelMode, QuestionUnit
 from kgengine.brink.removal import Selection
 from kgengine.brink.report import markdown
-from kgengine.cli_common import connect, graph_option, show_progress, store_option
-from kgengine.commands.mine import make_engine, resolve_graph
+from kgengine.cli_common import check_output_dir, connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
-from kgengine.mining.io import MinedRule, read_rules
-from kgengine.mining.search import MiningOptions, mine
-from kgengine.store import KGStore
+from kgengine.mining.io import read_rules
+from kgengine.store import read_workers
 
 
 @click.group()
 def brink() -> None:
     """BRINK benchmarks: questions whose direct triple was removed but stays inferable."""
-
-
-def _relation_labels(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    out = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) < 2:
-            raise KGEngineError(f"{path}:{number}: expected 'relation<TAB>label'")
-        out[fields[0]] = fields[1].strip()
-    return out
-
-
-def _workers(value: int | None, backend: str) -> int:
-    # Oxigraph answers queries from several threads at once (it releases the GIL); other
-    # backends' thread safety is not part of the store protocol, so they get one
-    if value is not None:
-        return max(1, value)
-    return min(4, os.cpu_count() or 1) if backend == "oxigraph" else 1
 
 
 @brink.command("build")
@@ -91,7 +67,8 @@ def _workers(value: int | None, backend: str) -> int:
               help=f"Response cache directory [default: {default_cache_dir()}].")
 @click.option("--llm-workers", default=4, show_default=True, type=click.IntRange(min=1))
 @click.option("--workers", default=None, type=click.IntRange(min=1),
-              help="Concurrent rule queries [default: up to 4 on Oxigraph, 1 on Neo4j].")
+              help="Concurrent rule queries, also the mining threads [default: up to 4, one per core, "
+                   "on a store that reads concurrently (both backends), else 1].")
 @click.option("-o", "--output", "out_dir", required=True,
               type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
 @click.option("--load", "load", is_flag=True,
@@ -109,6 +86,7 @@ def build_command(
 ) -> None:
     """Build a BRINK dataset from GRAPH: remove rule-inferable triples, write questions,
     balance, complete answer sets, split 8:1:1, check answerability, write OUTDIR."""
+    check_output_dir(out_dir, "-o/--output")  # before any mining or grounding
     writer = None
     if question_mode == "llm":
         if not llm_model:
@@ -119,15 +97,17 @@ def build_command(
         if rules_path is not None:
             rules = [r for r in read_rules(rules_path) if max_len is None or r.rule.length <= max_len]
         else:
-            rules = mine_rules(store, graph, max_len or 3, _workers(workers, "oxigraph"))
+            # the matrix engine mines an in-memory copy: its threads never touch the store
+            threads = workers or min(4, os.cpu_count() or 1)
+            rules = mine_rules(store, graph, max_len or 3, threads)
             click.echo(f"mined {len(rules):,} rules from {graph} (max length {max_len or 3})", err=True)
         options = BuildOptions(
             groundings_per_rule=groundings_per_rule, selection=Selection(selection),
             max_candidates=max_candidates, max_rules=max_rules, unit=QuestionUnit(question_unit),
             tau=tau, seed=seed,
             labels=LabelMode(labels),
-            relation_labels=_relation_labels(relation_labels),
-            workers=_workers(workers, store.backend),
+            relation_labels=read_relation_labels(relation_labels) if relation_labels else {},
+            workers=read_workers(store, workers),
             load_as=(load_as or f"{graph}-brink") if load else None, replace=replace,
         )
         result = build_brink(store, graph, rules, out_dir, options, writer=writer,
@@ -137,14 +117,6 @@ def build_command(
         store.close()
     click.echo(markdown(result.stats))
     click.echo(f"wrote {', '.join(OUTPUT_FILES)} to {out_dir} in {result.stats['seconds']:.1f} s")
-
-
-def mine_rules(store: KGStore, graph: str, max_len: int, threads: int) -> list[MinedRule]:
-    """Mine GRAPH as `kgengine mine` does, with BRINK's AMIE 3 settings (App. A.2: std conf
-    0.3, PCA conf 0.4, head coverage 0.1) on the in-memory matrix engine."""
-    engine = make_engine(store, resolve_graph(store, graph), "matrix")
-    options = MiningOptions(min_conf=0.3, min_pca=0.4, min_hc=0.1, max_len=max_len, threads=threads)
-    return mine(engine, options)
 
 
 @brink.command("stats")

@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import stat
 from pathlib import Path
 
 import click
 from kgengine.cli_common import store_option
 from kgengine.config import resolve_store
 from kgengine.errors import KGEngineError
-from kgengine.serve.app import SETTINGS_ENV, Settings, create_app, default_workers, settings_env
-from kgengine.store import backend_for
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def read_token(path: Path) -> str:
-    token = path.read_text(encoding="utf-8").strip()
-    if not token:
-        raise KGEngineError(f"--token-file {path} is empty")
-    if os.name == "posix" and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        click.echo(f"warning: {path} is readable by other users; chmod 600 it", err=True)
-    return token
+from kgengine.oxigraph_store import check_location
+from kgengine.serve.app import (
+    SETTINGS_ENV,
+    Settings,
+    create_app,
+    default_workers,
+    is_loopback,
+    read_token,
+    settings_env,
+    token_file_is_shared,
+)
+from kgengine.store import is_directory_location
 
 
 @click.command()
@@ -74,16 +64,17 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
     import uvicorn
 
     location = resolve_store(store_location)
-    if backend_for(location) != "oxigraph":
+    if not is_directory_location(location):
         raise KGEngineError("kgengine serve needs an Oxigraph store directory, not a Neo4j URI")
     if allow_update and token_file is None:
         raise KGEngineError("--allow-update needs --token-file: updates are only taken with its token")
     if allow_update and http_processes > 1:
         raise KGEngineError("--allow-update runs one writer process; it cannot be used with --http-processes")
-    if not allow_update and not (Path(location) / "CURRENT").is_file():
-        raise KGEngineError(f"no Oxigraph store at {location}; run `kgengine load` first")
+    check_location(Path(location), create=False)  # serving never creates a store
     token = read_token(token_file) if token_file is not None else None
-    if not _is_loopback(host):
+    if token_file is not None and token_file_is_shared(token_file):
+        click.echo(f"warning: {token_file} is readable by other users; chmod 600 it", err=True)
+    if not is_loopback(host):
         click.echo(f"warning: binding {host}: the endpoint is reachable from the network"
                    + (" and accepts updates from anyone holding the token" if allow_update else ""),
                    err=True)

@@ -1,0 +1,143 @@
+"""``kgengine ask``: answer a question (or a file of them) over a graph, with evidence."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from kgengine.cli_common import connect, graph_option, show_progress, store_option
+from kgengine.errors import KGEngineError
+from kgengine.rag.answerers import LABELS, METHODS, AskOptions, build_answerer, default_method
+from kgengine.rag.base import Answer, Question
+from kgengine.rag.relations import split_train_paths
+
+
+@click.command()
+@click.argument("question", required=False)
+@click.option("--entity", default=None,
+              help="The topic entity: an id, private id or label [default: the [bracketed] mention, "
+                   "else the longest entity name in the question].")
+@graph_option(required=True)
+@store_option
+@click.option("--method", type=click.Choice(METHODS), default=None,
+              help="offline: the linked relation path plus rule-guided candidates (no LLM); "
+                   "rule-guided: the rules' candidates only; llm, llm-qd, llm-kg, full: the KG-RAG "
+                   "paper's LLM pipelines [default: full when an LLM is configured, else offline].")
+@click.option("--hops", type=click.IntRange(1, 3), default=3, show_default=True,
+              help="Most relations of a zero-shot path; k-hop retrieval depth of the LLM methods.")
+@click.option("--top-k", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Triples selected for the LLM methods.")
+@click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Rules (kgengine mine / AMIE 3 output, a BRINK rules.tsv) [default: "
+                                 "mine the graph on first use with BRINK's settings, cached].")
+@click.option("--no-rules", is_flag=True, help="Offline: no rule-guided candidates.")
+@click.option("--train", "train", multiple=True, metavar="FILE",
+              help="Training questions with gold answers (BRINK JSONL or MetaQA qa_*.txt) to learn "
+                   "question pattern -> relation path from; repeatable.")
+@click.option("--labels", type=click.Choice(LABELS), default="dataset", show_default=True,
+              help="How answers are written in raw_output: private ids, dataset ids or text labels.")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Rule-only candidates scoring below this (noisy-or of rule PCA confidences) are dropped.")
+@click.option("--embedding-model", default=None,
+              help="sentence-transformers model name or path [default: all-MiniLM-L6-v2, packaged].")
+@click.option("--zero-shot-embeddings", is_flag=True,
+              help="Offline zero-shot linking: add embedding similarity of question and relation names.")
+@click.option("--llm-base-url", default=None, envvar="OPENAI_BASE_URL",
+              help="OpenAI-compatible endpoint [default: $OPENAI_BASE_URL].")
+@click.option("--llm-model", default=None, help="LLM model name (the LLM methods).")
+@click.option("--llm-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="LLM response cache directory [default: kgengine.llm's].")
+@click.option("--questions", "questions_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Answer a file: BRINK-schema JSONL (id, question, topic_entity) or a "
+                                 "MetaQA qa_*.txt; one JSON object per line on standard output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
+def ask(question: str | None, entity: str | None, graph: str, store_location: str | None,
+        method: str | None, hops: int, top_k: int, rules_path: Path | None, no_rules: bool,
+        train: tuple[str, ...], labels: str, min_score: float, embedding_model: str | None,
+        zero_shot_embeddings: bool, llm_base_url: str | None, llm_model: str | None,
+        llm_cache: Path | None, questions_path: Path | None, as_json: bool) -> None:
+    """Answer QUESTION over GRAPH, with the relation path, reasoning and evidence paths."""
+    if (question is None) == (questions_path is None):
+        raise click.UsageError("give a QUESTION or --questions FILE (not both)")
+    if questions_path is not None and entity is not None:
+        raise click.UsageError("--entity is for one question; a questions file names each topic")
+    options = AskOptions(
+        method=method or default_method(), hops=hops, top_k=top_k, rules_path=rules_path,
+        use_rules=not no_rules,
+        train_paths=tuple(split_train_paths(train)), labels=labels, min_score=min_score,
+        embedding_model=embedding_model, zero_shot_embeddings=zero_shot_embeddings,
+        llm_base_url=llm_base_url, llm_model=llm_model, llm_cache=llm_cache,
+    )
+    options.check()
+    store = connect(store_location, read_only=True)
+    try:
+        answerer = build_answerer(store, graph, options, log=lambda m: click.echo(m, err=True))
+        if questions_path is not None:
+            from kgengine.rag.batch import answer_all, read_questions
+
+            items = read_questions(questions_path)
+            for record in answer_all(answerer, items, total=len(items), progress=show_progress()):
+                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            return
+        assert question is not None
+        answer = answerer.answer(Question(question, entity))
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(answer.to_json(), ensure_ascii=False, indent=1))
+    else:
+        render(answer)
+
+
+def evidence_lines(answer: Answer, index: int) -> list[str]:
+    lines = []
+    for e in answer.answers[index].evidence:
+        path = " ∧ ".join(f"{r}({h}, {t})" for h, r, t in e.path)
+        lines.append(path + (f"  ⇐ {e.rule} ({e.confidence:.2f})" if e.rule else "  (direct)"))
+    return lines
+
+
+def render(answer: Answer) -> None:
+    """Answers, relation path, reasoning chain and evidence: rich tables on a terminal, plain
+    lines otherwise (pipes and logs get every character, unwrapped)."""
+    path = " / ".join(answer.relation_path or []) or "(none)"
+    header = (f"topic: {answer.topic_entity}   relation path: {path} ({answer.learned_from})   "
+              f"method: {answer.method}")
+    if not sys.stdout.isatty():
+        click.echo(f"Q: {answer.question}")
+        click.echo(header)
+        click.echo("answers:" if answer.answers else "no answer found")
+        for rank, a in enumerate(answer.answers):
+            click.echo(f"{rank + 1:>3}. {a.id}" + (f" ({a.label})" if a.label and a.label != a.id else "")
+                       + f"  score {a.score:.3f}")
+            for line in evidence_lines(answer, rank):
+                click.echo(f"       {line}")
+        click.echo("reasoning:")
+        for step in answer.reasoning:
+            click.echo(f"  - {step}")
+        click.echo(f"{answer.timings.get('total_ms', 0):.1f} ms")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]Q:[/bold] {answer.question}")
+    console.print(header)
+    if not answer.answers:
+        console.print("[yellow]no answer found[/yellow]")
+    else:
+        table = Table("#", "answer", "label", "score", "evidence (path ⇐ rule, PCA confidence)",
+                      title="answers")
+        for rank, a in enumerate(answer.answers):
+            table.add_row(str(rank + 1), a.id, a.label or "", f"{a.score:.3f}",
+                          "\n".join(evidence_lines(answer, rank)))
+        console.print(table)
+    console.print("[bold]reasoning:[/bold]")
+    for step in answer.reasoning:
+        console.print(f"  - {step}")
+    console.print(f"[dim]{answer.timings.get('total_ms', 0):.1f} ms[/dim]")
+
+
+__all__ = ["ask", "KGEngineError"]

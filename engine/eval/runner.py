@@ -1,0 +1,165 @@
+"""Answering a question set under each setting, resumably: every result is appended to
+``results.jsonl`` (and flushed) as soon as it is produced, and a rerun with the same output
+directory skips what is already there."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from kgengine.errors import KGEngineError
+from kgengine.eval.files import read_jsonl
+from kgengine.eval.protocols import Setting
+from kgengine.eval.questions import EvalQuestion
+from kgengine.progress import progress_bar
+from kgengine.rag.base import Answer, Answerer
+
+AnswererFactory = Callable[[Setting], Answerer]
+RESULTS = "results.jsonl"
+
+
+def id_key(qid: Any) -> str:
+    """A question id as a dict key that keeps its JSON type (1 and "1" differ)."""
+    return json.dumps(qid, ensure_ascii=False)
+
+
+def top_answer(answer: Answer) -> str | None:
+    """What MetaQA Hit@1 compares: the best-ranked answer, else the whole raw output."""
+    if answer.answers:
+        return answer.answers[0].label or answer.answers[0].id
+    return answer.raw_output or None
+
+
+def result_record(setting: Setting, q: EvalQuestion, answer: Answer | None, error: str | None,
+                  seconds: float) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "setting": setting.key,
+        "questions": setting.questions,
+        "graph_setting": setting.setting,
+        "graph": setting.graph,
+        "method": setting.method,
+        "hops": setting.hops,
+        "top_k": setting.top_k,
+        "train": None if setting.train is None else str(setting.train),
+        "question": q.question.text,
+        "topic_entity": q.question.topic_entity,
+        "raw_output": answer.raw_output if answer else "",
+        "answers": [a.id for a in answer.answers] if answer else [],
+        "answer_labels": [a.label for a in answer.answers] if answer else [],
+        "top_answer": top_answer(answer) if answer else None,
+        "linked_topic": answer.topic_entity if answer else None,
+        "relation_path": answer.relation_path if answer else None,
+        "learned_from": answer.learned_from if answer else None,
+        "evidence_rules": sorted({e.rule for a in answer.answers for e in a.evidence if e.rule})
+        if answer else [],
+        "error": error,
+        "seconds": round(seconds, 4),
+        "gold": q.gold(),
+    }
+
+
+class ResultLog:
+    """results.jsonl: the records of earlier (possibly interrupted) runs, appended to."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+        if path.is_file():
+            for _, record in read_jsonl(path):
+                self.records[(record["setting"], id_key(record["id"]))] = record
+            self._repair_tail()
+
+    def _repair_tail(self) -> None:
+        """Drop a torn last line (the process was killed mid-write) before appending."""
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+    def done(self, setting: Setting, qid: Any) -> dict[str, Any] | None:
+        record = self.records.get((setting.key, id_key(qid)))
+        train = None if setting.train is None else str(setting.train)
+        if record is None or record.get("graph") != setting.graph or record.get("train") != train:
+            return None  # a different graph or training file under the same setting name: redo
+        return record
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.flush()
+        self.records[(record["setting"], id_key(record["id"]))] = record
+
+
+def run_plan(plan: Sequence[tuple[Setting, Sequence[EvalQuestion]]], factory: AnswererFactory,
+             log: ResultLog, progress: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Answer each setting's questions (skipping those already in ``log``); the records per
+    setting key, in question order. An answerer error a user can cause (KGEngineError, e.g.
+    an entity it cannot link) is recorded as a miss with its message; anything else stops."""
+    pending = [(s, [q for q in qs if log.done(s, q.id) is None]) for s, qs in plan]
+    total = sum(len(qs) for _, qs in pending)
+    with progress_bar("eval", total=total, enabled=progress) as bar:
+        for setting, questions in pending:
+            if not questions:
+                continue
+            bar.update(description=setting.key)
+            answerer = factory(setting)
+            for q in questions:
+                started = time.perf_counter()
+                try:
+                    answer, error = answerer.answer(q.question), None
+                except KGEngineError as exc:
+                    answer, error = None, str(exc)
+                log.append(result_record(setting, q, answer, error, time.perf_counter() - started))
+                bar.advance()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for setting, questions in plan:
+        records = out.setdefault(setting.key, [])
+        seen = {id_key(r["id"]) for r in records}
+        for q in questions:
+            if id_key(q.id) not in seen:
+                record = log.done(setting, q.id)
+                assert record is not None  # answered above
+                records.append(record)
+                seen.add(id_key(q.id))
+    return out
+
+
+def ask_options(setting: Setting, extra: Mapping[str, Any]) -> Any:
+    """H4's ``AskOptions`` for a setting: its method, hops, top-k and training file, plus
+    ``extra`` fields (unknown names are refused); unset ones keep the answerer's defaults.
+    Answers are written as the answered graph's own ids (``labels="dataset"``), the form a
+    BRINK build's KGs and questions share."""
+    from kgengine.rag.answerers import AskOptions
+
+    values: dict[str, Any] = {"method": setting.method, "labels": "dataset"}
+    if setting.hops is not None:
+        values["hops"] = setting.hops
+    if setting.top_k is not None:
+        values["top_k"] = setting.top_k
+    if setting.train is not None:
+        values["train_paths"] = (setting.train,)
+    names = {f.name for f in fields(AskOptions)}
+    for key, value in extra.items():
+        if key not in names:
+            raise KGEngineError(f"--option {key}: not an answerer option (known: {', '.join(sorted(names))})")
+        values[key] = Path(value) if key in ("rules_path", "cache_dir", "llm_cache") and value else value
+    return AskOptions(**values)
+
+
+def store_factory(store: Any, extra: Mapping[str, Any] | None = None) -> AnswererFactory:
+    """Answerers from ``kgengine.rag.answerers.build_answerer`` on ``store``, one per setting."""
+
+    def make(setting: Setting) -> Answerer:
+        from kgengine.rag.answerers import build_answerer
+
+        return build_answerer(store, setting.graph, ask_options(setting, extra or {}))
+
+    return make
+
+
+def settings_of(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(r["setting"] for r in records))

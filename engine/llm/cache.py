@@ -1,0 +1,74 @@
+"""An on-disk cache of responses (chat completions now, embeddings later): a namespace and a
+JSON-able key map to a JSON payload.
+
+One file per entry, ``DIR/NAMESPACE/ab/abcdef….json``, named by the SHA-256 of the
+canonical JSON of (namespace, key) and holding the key itself (so an entry can be read and
+checked by hand). Writes go to a temporary file in the same folder and are renamed into
+place, so a reader (another thread, another process, a crash) never sees half an entry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from kgengine.errors import KGEngineError
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9_.-]+\Z")
+
+
+def default_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("kgengine")) / "llm"
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, non-ASCII kept: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class ResponseCache:
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+
+    @staticmethod
+    def digest(namespace: str, key: Any) -> str:
+        return hashlib.sha256(canonical_json([namespace, key]).encode("utf-8")).hexdigest()
+
+    def path(self, namespace: str, key: Any) -> Path:
+        if not _NAMESPACE.match(namespace):
+            raise KGEngineError(f"cache namespace {namespace!r}: use letters, digits, '_', '-', '.'")
+        digest = self.digest(namespace, key)
+        return self.directory / namespace / digest[:2] / f"{digest}.json"
+
+    def get(self, namespace: str, key: Any) -> Any | None:
+        """The payload stored for ``key``, or None (absent, unreadable, or another key)."""
+        path = self.path(namespace, key)
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        # JSON round trip makes tuples lists: compare canonical texts, not Python values
+        if not isinstance(entry, dict) or canonical_json(entry.get("key")) != canonical_json(key):
+            return None
+        return entry.get("payload")
+
+    def put(self, namespace: str, key: Any, payload: Any) -> None:
+        path = self.path(namespace, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = canonical_json({"namespace": namespace, "key": key, "payload": payload})
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem[:8], suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.directory.rglob("*.json"))

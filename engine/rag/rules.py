@@ -1,0 +1,171 @@
+"""Rule-guided retrieval: answers a KG lacks the direct triple for, found through the mined
+rules whose head is the relation the question asks about.
+
+For a question ``(topic, r, ?)`` (or ``(?, r, topic)``), every rule ``body => r(?a, ?b)`` is
+run with the topic bound to ``?a`` (or ``?b``) as a query through the groundings machinery
+(:func:`kgengine.mining.groundings.groundings`, the ``rule_groundings`` twins), so either
+backend answers it; each grounding gives a candidate (the other head variable), its grounded
+body path, and the rule with its PCA confidence.
+
+Rules come from a file (``--rules``: ``kgengine mine`` / AMIE 3 output, a BRINK rules.tsv) or
+are mined on the answered graph on first use with BRINK's AMIE 3 settings (std conf 0.3, PCA
+conf 0.4, head coverage 0.1, max length 3) and cached on disk per graph and load stamp, so a
+reloaded graph is mined again. For BRINK that graph is the incomplete KG: rules never come
+from the complete one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+from kgengine.errors import KGEngineError
+from kgengine.mining.groundings import HeadFilter, groundings
+from kgengine.mining.io import MinedRule, read_rules, write_tsv
+from kgengine.mining.rules import Atom, Rule, is_variable
+from kgengine.model import Triple
+from kgengine.rag.base import Evidence
+from kgengine.rag.paths import Step
+from kgengine.store import KGStore
+
+BRINK_MINING = {"min_conf": 0.3, "min_pca": 0.4, "min_hc": 0.1}
+DEFAULT_MAX_LEN = 3
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine"))
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: list[MinedRule]
+    origin: str  # where they came from, said in the output
+
+    def for_step(self, step: Step) -> list[MinedRule]:
+        """Rules whose head is the step's relation (either direction: the step says which
+        head argument the topic binds), usable from a bound topic, best PCA confidence first."""
+        out = [r for r in self.rules if r.head_relation == step.relation
+               and is_variable(r.rule.head.subject) and is_variable(r.rule.head.object)
+               and r.rule.head.subject != r.rule.head.object]
+        return sorted(out, key=lambda r: (-r.pca_confidence, -r.std_confidence, str(r.rule)))
+
+
+def cache_path(store: KGStore, graph: str, max_len: int, cache_dir: Path | None = None) -> Path:
+    """Per store, graph and load stamp: reloading the graph (a new stamp) invalidates it."""
+    info = store.graph_info(graph)
+    if info is None:
+        raise KGEngineError(f"no graph {graph!r} in {store.location}")
+    key = "\t".join([store.location, graph, info.loaded_at, str(info.triples), str(max_len),
+                     repr(sorted(BRINK_MINING.items()))])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return (cache_dir or default_cache_dir()) / "rules" / f"{graph}-len{max_len}-{digest}.tsv"
+
+
+def load_rules(
+    store: KGStore,
+    graph: str,
+    rules_path: Path | str | None = None,
+    *,
+    max_len: int = DEFAULT_MAX_LEN,
+    cache_dir: Path | None = None,
+    threads: int = 1,
+    log: Callable[[str], None] = lambda _: None,
+) -> RuleSet:
+    if rules_path is not None:
+        rules = read_rules(rules_path)
+        return RuleSet(rules, f"{len(rules)} rules from {rules_path}")
+    path = cache_path(store, graph, max_len, cache_dir)
+    if path.is_file():
+        rules = read_rules(path) if path.stat().st_size > 0 and _has_rules(path) else []
+        return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} earlier, cached at {path}")
+    log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
+    rules = mine_graph(store, graph, max_len, threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write_tsv(rules, tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use, cached at {path}")
+
+
+def _has_rules(path: Path) -> bool:
+    with path.open(encoding="utf-8") as fh:
+        return any("=>" in line for line in fh)
+
+
+def mine_graph(store: KGStore, graph: str, max_len: int, threads: int = 1) -> list[MinedRule]:
+    """Mine as ``kgengine brink build`` does without ``--rules`` (the matrix engine)."""
+    from kgengine.mining.matrix import KGIndex, MatrixEngine
+    from kgengine.mining.search import MiningOptions, mine
+
+    engine = MatrixEngine(KGIndex.from_store(store, graph))
+    return mine(engine, MiningOptions(max_len=max_len, threads=threads, **BRINK_MINING))
+
+
+def bind_topic(rule: Rule, step: Step, topic: str) -> tuple[Rule, str]:
+    """The rule with the topic in place of the head variable it binds, and the name of the
+    variable that holds the answer (without ``?``)."""
+    bound, free = (rule.head.object, rule.head.subject) if step.inverse else (
+        rule.head.subject, rule.head.object)
+    mapping = {bound: topic}
+
+    def sub(atom: Atom) -> Atom:
+        return Atom(atom.relation, mapping.get(atom.subject, atom.subject),
+                    mapping.get(atom.object, atom.object))
+
+    # Rule(...) directly, not Rule.of: canonical renaming would rename the answer variable
+    return Rule(tuple(sub(a) for a in rule.body), sub(rule.head)), free.lstrip("?")
+
+
+@dataclass
+class RuleCandidate:
+    entity: str
+    evidence: list[Evidence]
+    rules: dict[str, float]  # rule text -> its PCA confidence (each rule once)
+
+
+def rule_candidates(
+    store: KGStore,
+    graph: str,
+    topic: str,
+    step: Step,
+    rules: Sequence[MinedRule],
+    limit_per_rule: int = 1_000,
+    evidence_per_answer: int = 3,
+) -> dict[str, RuleCandidate]:
+    """Candidates for ``(topic, step, ?)`` derived by ``rules`` from the topic: each with up
+    to ``evidence_per_answer`` grounded paths and every rule that derived it."""
+    out: dict[str, RuleCandidate] = {}
+    for mined in rules:
+        bound, answer_var = bind_topic(mined.rule, step, topic)
+        rows = groundings(store, graph, bound, head=HeadFilter.ANY, limit=limit_per_rule)
+        text = str(mined.rule)
+        for row in rows:
+            answer = row.get(answer_var)
+            if answer is None or answer == topic:
+                continue
+            candidate = out.setdefault(answer, RuleCandidate(answer, [], {}))
+            candidate.rules.setdefault(text, mined.pca_confidence)
+            if len(candidate.evidence) < evidence_per_answer:
+                path = tuple(Triple(_ground(a.subject, row), a.relation, _ground(a.object, row))
+                             for a in bound.body)
+                candidate.evidence.append(Evidence(path, text, mined.pca_confidence))
+    return out
+
+
+def _ground(term: str, row: dict[str, str]) -> str:
+    return row[term.lstrip("?")] if is_variable(term) else term
+
+
+def noisy_or(confidences: Sequence[float]) -> float:
+    """1 - prod(1 - c): the chance that at least one supporting rule is right, were they
+    independent (each rule counted once, however many of its groundings support the answer)."""
+    remaining = 1.0
+    for c in confidences:
+        remaining *= 1.0 - min(max(c, 0.0), 1.0)
+    return 1.0 - remaining

@@ -1,0 +1,145 @@
+"""``kgengine ask`` end to end: one question (table and --json), a BRINK-schema JSONL batch, a
+MetaQA batch learned from a MetaQA training file, and the errors a user can make."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kgengine.cli import main
+from kgengine.model import Triple
+from kgengine.oxigraph_store import OxigraphStore
+
+MOVIES = [
+    Triple("Heat", "directed_by", "Michael Mann"),
+    Triple("Collateral", "directed_by", "Michael Mann"),
+    Triple("Alien", "directed_by", "Ridley Scott"),
+    Triple("Heat", "starred_actors", "Al Pacino"),
+    Triple("Collateral", "starred_actors", "Tom Cruise"),
+    Triple("Alien", "starred_actors", "Sigourney Weaver"),
+    Triple("Heat", "release_year", "1995"),
+    Triple("Collateral", "release_year", "2004"),
+    Triple("Alien", "release_year", "1979"),
+]
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("KGENGINE_CACHE", str(tmp_path / "cache"))
+    location = str(tmp_path / "store")
+    with OxigraphStore(location) as store:
+        company = []
+        for j in range(150):
+            company += [Triple(f"m{j // 5}", "manages", f"p{j}"), Triple(f"p{j}", "reports_to", f"m{j // 5}")]
+        store.load("company", [t for t in company if t != Triple("m3", "manages", "p17")], dataset="company")
+        names = [(e, e) for t in MOVIES for e in (t.head, t.tail)]
+        store.load("movies", MOVIES, dataset="metaqa", labels=names)
+    return location
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_ask_json(store_dir: str) -> None:
+    code, out, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert set(answer) >= {"question", "topic_entity", "method", "answers", "relation_path", "learned_from",
+                           "timings"}
+    assert answer["topic_entity"] == "m3" and answer["method"] == "offline"
+    assert answer["relation_path"] == ["manages"] and answer["learned_from"] == "zero-shot"
+    assert [a["id"] for a in answer["answers"]] == ["p15", "p16", "p18", "p19", "p17"]
+    assert answer["answers"][-1]["evidence"] == [
+        {"path": [["p17", "reports_to", "m3"]], "rule": "reports_to(?b,?a) => manages(?a,?b)",
+         "confidence": 1.0}]
+    assert answer["raw_output"] == "p15, p16, p18, p19, p17"
+    assert "mined on 'company' on first use" in err  # said on stderr, JSON stays clean
+
+
+def test_ask_renders_answers_path_and_evidence(store_dir: str) -> None:
+    code, out, _ = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir,
+                       "--entity", "m3")
+    assert code == 0
+    assert "relation path:" in out and "manages" in out
+    assert "reports_to(p17, m3)" in out and "reports_to(?b,?a) => manages(?a,?b)" in out
+    assert "reasoning:" in out
+
+
+def test_ask_questions_jsonl_batch(store_dir: str, tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    records = [{"id": "a", "question": "Who does m3 manage?", "topic_entity": "m3", "answers": ["x"]},
+               {"id": 7, "question": "Who does p17 report to?", "topic_entity": "p17"},
+               {"id": "c", "question": "Who does zz9 manage?", "topic_entity": "zz9"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    code, out, err = run("ask", "--questions", str(path), "--graph", "company", "--store", store_dir)
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in lines] == ["a", 7, "c"]
+    assert lines[0]["raw_output"] == "p15, p16, p18, p19, p17"
+    assert lines[1]["raw_output"] == "m3"
+    assert lines[2]["answers"] == [] and "no entity 'zz9'" in lines[2]["error"]
+
+
+def test_ask_metaqa_batch_learned_from_a_training_file(store_dir: str, tmp_path: Path) -> None:
+    hop = tmp_path / "metaqa" / "1-hop"
+    hop.mkdir(parents=True)
+    (hop / "qa_dev.txt").write_text(
+        "what movies did [Michael Mann] direct\tHeat|Collateral\n"
+        "what movies did [Ridley Scott] direct\tAlien\n"
+        "when was [Heat] released\t1995\n"
+        "when was [Alien] released\t1979\n", encoding="utf-8")
+    (hop / "qa_test.txt").write_text(
+        "what movies did [Ridley Scott] direct\tNOT READ\n"
+        "when was [Collateral] released\tNOT READ\n"
+        "which films did [Michael Mann] direct\tNOT READ\n", encoding="utf-8")
+    code, out, err = run("ask", "--questions", str(hop / "qa_test.txt"), "--graph", "movies",
+                         "--store", store_dir, "--train", str(hop / "qa_dev.txt"), "--no-rules")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in lines] == ["1", "2", "3"]
+    assert [r["relation_path"] for r in lines] == [["^directed_by"], ["release_year"], ["^directed_by"]]
+    assert [r["learned_from"] for r in lines] == ["train", "train", "nearest-pattern"]
+    assert [r["raw_output"] for r in lines] == ["Alien", "2004", "Collateral, Heat"]
+    assert "2 patterns learned from 4 training questions" in err
+
+
+def test_ask_errors(store_dir: str) -> None:
+    code, _, err = run("ask", "Who does m33 manage?", "--entity", "m33", "--graph", "company",
+                       "--store", store_dir)
+    assert code == 1 and "no entity 'm33' in graph 'company'" in err and "close matches: 'm3'" in err
+    code, _, err = run("ask", "Who does m3 manage?", "--graph", "nope", "--store", store_dir)
+    assert code == 1 and "no graph 'nope'" in err
+    code, _, err = run("ask", "--graph", "company", "--store", store_dir)
+    assert code == 2 and "give a QUESTION or --questions FILE" in err
+    code, _, err = run("ask", "x", "--graph", "company", "--store", store_dir, "--method", "psychic")
+    assert code == 2
+
+
+def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_path: Path, llm_server,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_llm import replies
+
+    for name in ("KGENGINE_LLM_MODEL", "KGENGINE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
+    server = llm_server(replies("Answer: Tom Cruise"))
+    code, out, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
+                         "--method", "llm-kg", "--hops", "1", "--top-k", "3", "--llm-base-url",
+                         server.base_url, "--llm-model", "fake-model", "--llm-cache", str(tmp_path / "llm"),
+                         "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["method"] == "llm-kg" and answer["topic_entity"] == "Collateral"
+    assert answer["raw_output"] == "Tom Cruise" and answer["answers"][0]["id"] == "Tom Cruise"
+    (request,) = server.requests
+    assert request.model == "fake-model" and "(Collateral, starred actors, Tom Cruise)" in request.prompt
+    # without a model an LLM method says what is missing
+    code, _, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
+                       "--method", "llm")
+    assert code == 1 and "no LLM model configured" in err
