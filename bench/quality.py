@@ -101,7 +101,7 @@ def metaqa_run(store: Any, train: Path, questions: list[Any]) -> dict[str, Any]:
         if not answer.answers:
             causes["KB error: the path reaches nothing (missing facts)"] += 1
         elif found & gold:
-            causes["ranking: a gold answer is found but not first (merged same-name entities)"] += 1
+            causes["ranking: a gold answer is found but not first"] += 1
         elif answer.learned_from != "train":
             causes["linking: unseen pattern linked to a wrong path"] += 1
         else:

@@ -121,6 +121,7 @@ def test_ask_errors(store_dir: str) -> None:
     assert code == 2
 
 
+@pytest.mark.slow  # loads the real embedding model and embeds the graph
 def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_path: Path, llm_server,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from fake_llm import replies

@@ -164,7 +164,8 @@ def test_an_llm_method_is_scored_on_its_raw_output(family_run, llm_server) -> No
     args = ["eval", "--store", str(root / "store"), "--questions", str(root / "fam"), "--method", "llm-kg",
             "--graph", "incomplete=fam-incomplete", "--hops", "1", "--top-k", "10", "--sample", "6",
             "--option", "llm_model=fake", "--option", f"llm_base_url={server.base_url}",
-            "--option", f"cache_dir={root / 'cache'}", "-o", str(out)]
+            "--option", f"llm_cache={root / 'llm-cache'}", "--option", f"cache_dir={root / 'cache'}",
+            "-o", str(out)]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     (s,) = json.loads((out / "summary.json").read_text())["settings"].values()

@@ -147,6 +147,7 @@ def test_zero_shot_linking_on_unseen_relation_names(oxigraph_store, tmp_path, qu
     assert answer.raw_output.split(", ") == [a.id for a in answer.answers]
 
 
+@pytest.mark.slow  # loads the real sentence-transformers model
 def test_zero_shot_with_embeddings_of_the_real_model(oxigraph_store) -> None:
     """With no shared word ('money' vs 'currency'), the sentence embeddings link it."""
     oxigraph_store.load("countries", COUNTRIES, dataset="countries")
@@ -228,3 +229,36 @@ def test_answers_do_not_depend_on_a_records_other_fields(oxigraph_store, tmp_pat
     assert [r["id"] for r in outputs[0]] == ["q1", "q2"]
     assert outputs[0][0]["raw_output"] == "p15, p16, p18, p19, p17"
     assert outputs[0][1]["raw_output"] == "m3"
+
+
+# ---- the cut learned on a training split ------------------------------------------------------
+def test_calibration_learns_a_cut_between_a_sound_and_a_noisy_rule(oxigraph_store) -> None:
+    from kgengine.mining.io import MinedRule
+    from kgengine.mining.rules import parse_rule
+    from kgengine.rag.offline import calibrate
+
+    removed = [Triple(f"m{i}", "manages", f"p{5 * i + 2}") for i in range(0, 30, 3)]
+    colleagues = [Triple(f"m{i}", "colleague", f"m{i + 1}") for i in range(29)]
+    oxigraph_store.load("office", [t for t in company_kg() if t not in removed] + colleagues, dataset="x")
+
+    def mined(text: str, pca: float) -> MinedRule:
+        return MinedRule(parse_rule(text), 100, 0.5, pca, pca, 100, 100, "?a")
+
+    sound = mined("reports_to(?b,?a) => manages(?a,?b)", 0.95)
+    noisy = mined("colleague(?a,?e) & manages(?e,?b) => manages(?a,?b)", 0.6)  # wrong answers
+    pattern = "who does <e> manage?"
+    model = PathModel({pattern: PatternPath((Step("manages"),), 1.0, 30)}, ["hand-made"])
+    answerer = _answerer(oxigraph_store, "office", model, RuleSet([sound, noisy], "hand-made"))
+    answerer.min_score = 0.5
+    before = {a.id for a in answerer.answer(Question("Who does m3 manage?", "m3")).answers}
+    assert {"p20", "p21"} <= before  # m4's reports, through the noisy rule (0.6 >= 0.5)
+    training = [(f"Who does m{i} manage?", f"m{i}", f"m{i}", frozenset(f"p{5 * i + k}" for k in range(5)))
+                for i in range(30)]
+    cuts = calibrate(answerer, training)
+    # 0.95 keeps the sound rule's recovered reports and drops the noisy rule's candidates;
+    # every cut up to 0.6 keeps the noise, 0.98 and direct-only lose the removed reports
+    assert cuts == {Step("manages"): 0.95}
+    answerer.thresholds = cuts
+    after = answerer.answer(Question("Who does m3 manage?", "m3"))
+    assert {a.id for a in after.answers} == {"p15", "p16", "p17", "p18", "p19"}
+    assert any("cut learned on the training split" in step for step in after.reasoning)

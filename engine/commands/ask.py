@@ -26,7 +26,8 @@ from kgengine.rag.relations import split_train_paths
                    "rule-guided: the rules' candidates only; llm, llm-qd, llm-kg, full: the KG-RAG "
                    "paper's LLM pipelines [default: full when an LLM is configured, else offline].")
 @click.option("--hops", type=click.IntRange(1, 3), default=3, show_default=True,
-              help="Most relations of a zero-shot path; k-hop retrieval depth of the LLM methods.")
+              help="Most relations of a learned path (training files without a hop count; MetaQA's "
+                   "N-hop folder sets it) or a zero-shot one; k-hop retrieval depth of the LLM methods.")
 @click.option("--top-k", type=click.IntRange(min=1), default=20, show_default=True,
               help="Triples selected for the LLM methods.")
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -231,7 +231,7 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
     # the answerers' caches (mined rules, learned patterns) live with the run, so a run is
     # reproducible and never reads what another version left in the user cache
     extra = {"cache_dir": out_dir / "cache", **parse_options(request.extra_options), **request.answer_options}
-    by_setting = run_plan(plan, factory or store_factory(store, extra), results, progress)
+    by_setting = run_plan(plan, factory or store_factory(store, extra, log), results, progress)
 
     index = GraphIndex(store)
     ceilings: dict[str, float] = {}

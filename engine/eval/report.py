@@ -15,6 +15,7 @@ from kgengine.eval.analysis import cause_counts, is_miss, miss_cause
 from kgengine.eval.files import write_official
 from kgengine.eval.metrics import (
     METRIC_KEYS,
+    QuestionScore,
     aggregate,
     hard_hits_rate,
     hit_at_1,
@@ -53,8 +54,6 @@ def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) ->
 def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, float | None]]
               ) -> dict[str, float | int | None]:
     """The setting's figures: strict BRINK metrics (official aggregation), Hit@1 for MetaQA."""
-    from kgengine.eval.metrics import QuestionScore
-
     metaqa = bool(records) and records[0]["gold"].get("hard_answer") is None
     strict = aggregate([QuestionScore(s["hits_any"], s["precision"], s["recall"], s["f1"],
                                       s["hits_hard"] or 0.0) for s in scores]).as_dict()

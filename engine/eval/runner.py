@@ -150,13 +150,19 @@ def ask_options(setting: Setting, extra: Mapping[str, Any]) -> Any:
     return AskOptions(**values)
 
 
-def store_factory(store: Any, extra: Mapping[str, Any] | None = None) -> AnswererFactory:
-    """Answerers from ``kgengine.rag.answerers.build_answerer`` on ``store``, one per setting."""
+def store_factory(store: Any, extra: Mapping[str, Any] | None = None,
+                  log: Callable[[str], None] | None = None) -> AnswererFactory:
+    """Answerers from ``kgengine.rag.answerers.build_answerer`` on ``store``, one per setting
+    (its one-line notes — rules mined, patterns learned — go to ``log``)."""
 
     def make(setting: Setting) -> Answerer:
         from kgengine.rag.answerers import build_answerer
 
-        return build_answerer(store, setting.graph, ask_options(setting, extra or {}))
+        options = ask_options(setting, extra or {})
+        if log is None:
+            return build_answerer(store, setting.graph, options)
+        log(f"{setting.key}: building the {setting.method} answerer on graph {setting.graph!r}")
+        return build_answerer(store, setting.graph, options, log=lambda m: log(f"  {m}"))
 
     return make
 

@@ -32,7 +32,8 @@ class AskOptions:
     """Everything ``kgengine ask`` can set; defaults are the offline answerer's."""
 
     method: str = "offline"
-    hops: int = 3  # most hops of a zero-shot path; k-hop retrieval depth for the LLM methods
+    hops: int = 3  # most hops of a learned path (files without a hop count) or a zero-shot one;
+    # the k-hop retrieval depth of the LLM methods
     top_k: int = 20  # triples selected for the LLM methods
     rules_path: Path | None = None  # None: mine the answered graph on first use (cached)
     use_rules: bool = True
@@ -175,7 +176,7 @@ def _learn(store: KGStore, graph: str, options: AskOptions, resolve: Callable[[s
             progress(done[0], 0)
 
     model = learn_model(store, graph, list(options.train_paths), adjacency, resolve, rules,
-                        min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=3,
+                        min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=options.hops,
                         cache_dir=options.cache_dir, progress=advance)
     log(f"relation paths: {len(model.patterns)} patterns learned from {model.questions} training "
         f"questions ({model.skipped} skipped: topic or answers not in {graph!r}) in "
