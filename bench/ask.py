@@ -49,6 +49,7 @@ from kgengine.loaders import read_dataset
 from kgengine.loaders.metaqa import Question as MetaQAQuestion
 from kgengine.loaders.metaqa import load_questions
 from kgengine.model import Direction, Triple
+from kgengine.neo4j_store import Neo4jStore
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.progress import progress_bar
 from kgengine.rag.base import Question
@@ -239,6 +240,14 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def save(results: dict[str, Any]) -> None:
+    """Written after every phase: a failure late in the run keeps the figures so far."""
+    results["peak_rss_mib"].pop("end", None)  # (re)inserted last
+    results["peak_rss_mib"]["end"] = peak_rss_mib()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=500, help="seeded test questions per hop count")
@@ -270,6 +279,7 @@ def main() -> None:
         print("Oxigraph:", flush=True)
         results["retrieval"]["oxigraph"], candidates = retrieval(oxigraph, questions, args.hub_cap)
         results["peak_rss_mib"]["retrieval"] = peak_rss_mib()
+        save(results)
         if args.uncapped:
             print("Oxigraph, no hub cap:", flush=True)
             results["oxigraph-uncapped"], _ = retrieval(oxigraph, questions, None)
@@ -280,6 +290,7 @@ def main() -> None:
                                                                  cache_dir=cache_dir, progress=progress))
         assert selector.cache is not None
         results["peak_rss_mib"]["cache build"] = peak_rss_mib()
+        save(results)
         warm, load_ms = timed(lambda: EmbeddingSelector(oxigraph, GRAPH, encoder=encoder,
                                                         cache_dir=cache_dir))
         cached = warm.cache
@@ -294,13 +305,13 @@ def main() -> None:
         print(f"embedding cache: {results['embedding_cache']}", flush=True)
         results["selection"] = selection(warm, questions, candidates)
         results["peak_rss_mib"]["selection"] = peak_rss_mib()
+        save(results)
         if not args.no_offline:
             results["offline"]["oxigraph"] = offline_answerer_latency(oxigraph, questions)
             results["peak_rss_mib"]["offline answerer"] = peak_rss_mib()
+            save(results)
 
         if not args.no_neo4j:
-            from kgengine.neo4j_store import Neo4jStore
-
             with neo4j_server(args.neo4j) as (uri, auth, server):
                 results["neo4j"] = server
                 with Neo4jStore(uri, auth=auth) as neo4j:
@@ -310,13 +321,12 @@ def main() -> None:
                     for hops in HOPS:
                         same = sum(a == b for a, b in zip(candidates[hops], neo_found[hops], strict=True))
                         results["same_triples"][str(hops)] = f"{same}/{len(candidates[hops])}"
+                    save(results)
                     if not args.no_offline:
                         results["offline"]["neo4j"] = offline_answerer_latency(neo4j, questions)
                     neo4j.drop(GRAPH)
         oxigraph.close()
-    results["peak_rss_mib"]["end"] = peak_rss_mib()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    save(results)
     print(table(results))
     print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
 

@@ -7,6 +7,7 @@
 - MetaQA held-out patterns: a seeded share (``--holdout 0.2``) of each hop's dev patterns is
   removed from learning; Hit@1 on the test questions of those patterns (answered through the
   nearest known pattern or zero-shot);
+- (``--fb15k237``) the same for BRINK FB15k-237, built as the README's example does;
 - BRINK Family test split (private ids), built as the README says (``kgengine load family
   --splits facts``, ``kgengine mine``, ``kgengine brink build --rules``, both KGs loaded with
   ``kgengine load tsv``), learned from the build's train split, answered on the incomplete and
@@ -67,6 +68,23 @@ def setup(work: Path) -> str:
             sh("load", "tsv", "--path", str(brink / f"kg_{variant}.tsv"), "--graph",
                f"brink-family-{variant}", "--store", store)
     return store
+
+
+def setup_fb15k237(work: Path, store: str) -> None:
+    from kgengine.store import open_store
+
+    with open_store(store) as s:
+        names = {g.name for g in s.graphs()}
+    folder = work / "brink-fb15k237"
+    if "fb15k-237" not in names:
+        sh("load", "fb15k-237", "--path", str(DATA / "fb15k-237"), "--store", store)
+    if not (folder / "questions_test.jsonl").is_file():
+        sh("brink", "build", "--graph", "fb15k-237", "--store", store, "--max-len", "3", "--max-rules", "300",
+           "--question-unit", "grounding", "-o", str(folder))
+    for variant in ("incomplete", "complete"):
+        if f"brink-fb-{variant}" not in names:
+            sh("load", "tsv", "--path", str(folder / f"kg_{variant}.tsv"), "--graph",
+               f"brink-fb-{variant}", "--store", store)
 
 
 # ---- MetaQA ---------------------------------------------------------------------------------
@@ -145,7 +163,11 @@ def metaqa(store_location: str, work: Path, sample: int | None, seed: int, holdo
 
 
 # ---- BRINK Family -----------------------------------------------------------------------
-def brink(store_location: str, work: Path) -> dict[str, Any]:
+def brink(store_location: str, work: Path, name: str = "brink-family", hops: int = 3,
+          graphs: str | None = None) -> dict[str, Any]:
+    """The strict BRINK metrics of the build in ``work/name`` whose KGs are the graphs
+    ``GRAPHS-incomplete`` and ``GRAPHS-complete`` (default GRAPHS = name); ``hops``: the
+    longest path learned."""
     from kgengine.eval.metrics import evaluate_records
     from kgengine.rag.answerers import AskOptions, build_answerer
     from kgengine.rag.batch import read_questions
@@ -153,16 +175,17 @@ def brink(store_location: str, work: Path) -> dict[str, Any]:
     from kgengine.rag.paths import parse_path
     from kgengine.store import open_store
 
-    folder = work / "brink-family"
+    folder = work / name
     train, test = folder / "questions_train.jsonl", folder / "questions_test.jsonl"
     gold = [json.loads(line) for line in test.read_text(encoding="utf-8").splitlines()]
     by_id = {r["id"]: r for r in gold}
     out: dict[str, Any] = {}
     with open_store(store_location, read_only=True) as store:
         for variant in ("incomplete", "complete"):
-            graph = f"brink-family-{variant}"
+            graph = f"{graphs or name}-{variant}"
             started = time.perf_counter()
-            answerer = build_answerer(store, graph, AskOptions(train_paths=(train,)), log=lambda m: None)
+            answerer = build_answerer(store, graph, AskOptions(train_paths=(train,), hops=hops),
+                                      log=lambda m: None)
             assert isinstance(answerer, OfflineAnswerer)
             build_seconds = time.perf_counter() - started
             predictions, latencies, causes = [], [], Counter()
@@ -191,7 +214,7 @@ def brink(store_location: str, work: Path) -> dict[str, Any]:
                           rules=answerer.rules.origin.split(", cached at")[0] if answerer.rules else None,
                           cuts={str(k): v for k, v in sorted(answerer.thresholds.items())})
             out[variant] = scores
-            print(f"BRINK Family {variant}: {scores}", flush=True)
+            print(f"{name} {variant}: {scores}", flush=True)
     out["hhr_ratio"] = out["incomplete"]["hhr"] / out["complete"]["hhr"] if out["complete"]["hhr"] else 0.0
     out["hits_hard_ratio"] = (out["incomplete"]["hits_hard"] / out["complete"]["hits_hard"]
                               if out["complete"]["hits_hard"] else 0.0)
@@ -205,6 +228,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--holdout", type=float, default=0.2)
     parser.add_argument("--skip-metaqa", action="store_true")
+    parser.add_argument("--fb15k237", action="store_true",
+                        help="also BRINK FB15k-237 (the README's build: --max-len 3 --max-rules 300 "
+                             "--question-unit grounding; one-relation paths; about 20 minutes)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KGENGINE_CACHE", str(args.work / "cache"))
@@ -214,6 +240,9 @@ def main() -> None:
     results["brink_family"] = brink(store, args.work)
     if not args.skip_metaqa:
         results["metaqa"] = metaqa(store, args.work, args.sample, args.seed, args.holdout)
+    if args.fb15k237:
+        setup_fb15k237(args.work, store)
+        results["brink_fb15k237"] = brink(store, args.work, "brink-fb15k237", hops=1, graphs="brink-fb")
     table(results)
     out = REPO / "bench" / "results" / "quality.json"
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
@@ -221,16 +250,19 @@ def main() -> None:
 
 
 def table(results: dict[str, Any]) -> None:
-    b = results["brink_family"]
-    print("\n| BRINK Family test (private ids) | Hits@Any | Precision | Recall | F1 | Hits@Hard | HHR "
-          "| p50 ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for variant in ("incomplete", "complete"):
-        s = b[variant]
-        print(f"| {variant} KG | {s['hits_any']:.3f} | {s['precision']:.3f} | {s['recall']:.3f} "
-              f"| {s['f1']:.3f} | {s['hits_hard']:.3f} | {s['hhr']:.3f} | {s['p50_ms']:.1f} |")
-    print(f"Hits@Hard ratio {b['hits_hard_ratio']:.3f}, HHR ratio {b['hhr_ratio']:.3f}; hard misses "
-          f"(incomplete): {b['incomplete']['hard_misses']}")
+    for key, title in (("brink_family", "BRINK Family"), ("brink_fb15k237", "BRINK FB15k-237")):
+        if key not in results:
+            continue
+        b = results[key]
+        print(f"\n| {title} test (private ids) | Hits@Any | Precision | Recall | F1 | Hits@Hard | HHR "
+              "| p50 ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for variant in ("incomplete", "complete"):
+            s = b[variant]
+            print(f"| {variant} KG | {s['hits_any']:.3f} | {s['precision']:.3f} | {s['recall']:.3f} "
+                  f"| {s['f1']:.3f} | {s['hits_hard']:.3f} | {s['hhr']:.3f} | {s['p50_ms']:.1f} |")
+        print(f"Hits@Hard ratio {b['hits_hard_ratio']:.3f}, HHR ratio {b['hhr_ratio']:.3f}; hard misses "
+              f"(incomplete): {b['incomplete']['hard_misses']}")
     if "metaqa" in results:
         print("\n| MetaQA test | questions | Hit@1 | p50 ms | p95 ms | misses |")
         print("|---|---:|---:|---:|---:|---|")

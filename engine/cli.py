@@ -15,7 +15,7 @@ COMMANDS: dict[str, str] = {
     "stats": "kgengine.commands.kg:stats",
     "graphs": "kgengine.commands.kg:graphs",
     "drop": "kgengine.commands.kg:drop",
-    "query": "kgengine.commands.kg:query",
+    "query": "kgengine.commands.query:query",
     "mine": "kgengine.commands.mine:mine",
     "groundings": "kgengine.commands.mine:groundings_command",
     "serve": "kgengine.commands.serve:serve",

@@ -27,7 +27,7 @@ from kgengine.errors import InvalidParameterError, KGEngineError, StoreError
 from kgengine.model import GraphInfo, QueryResult, Relation, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text, relationship_type
-from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
+from kgengine.store import EmptyInputError, NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
 # Rows per UNWIND batch (one transaction each). Measured with bench/neo4j.py --batch-sizes
@@ -100,6 +100,16 @@ def _first_labels(labels: Iterable[tuple[str, str]] | Mapping[str, str], wanted:
         if name in wanted:
             wanted.discard(name)
             yield name, text
+
+
+def staging_key(graph: str) -> str:
+    """The ``graph`` property value a replace loads under ('/' is in no graph name)."""
+    return f"{graph}/staging"
+
+
+def old_key(graph: str) -> str:
+    """The ``graph`` property value of a replaced graph's data until it is deleted."""
+    return f"{graph}/old"
 
 
 def _statements(name: str) -> list[str]:
@@ -257,10 +267,15 @@ class Neo4jStore(NamedQueryStore):
     # ---- loading --------------------------------------------------------------------------
     # A load first reads the whole input once (checking every line and relation name, and
     # counting, which gives the progress bar its total), so bad input fails before the store
-    # is touched. Then the graph's status is 'loading' until the load completes: a load
-    # killed in between leaves that mark, and the next load of the graph discards the
-    # leftovers before loading again. Every write is a MERGE, so a retried batch or a
-    # duplicated input triple never duplicates a node or a relationship.
+    # is touched. A first load marks the graph 'loading' until it completes: a load killed in
+    # between leaves that mark, and the next load of the graph discards the leftovers. A
+    # replace of a complete graph loads the new graph under a staging key (the ``graph``
+    # property value ``NAME/staging``, which no graph name can take) beside the old one, then
+    # swaps keys and metadata in one transaction and only then deletes the old data (now
+    # under ``NAME/old``): killed at any point, readers see the old complete graph or the new
+    # one; leftovers under either key are invisible to reads and go at the next load or drop.
+    # Every write is a MERGE, so a retried batch or a duplicated input triple never
+    # duplicates a node or a relationship.
     def load(
         self,
         graph: str,
@@ -273,17 +288,23 @@ class Neo4jStore(NamedQueryStore):
         splits: Sequence[str] = (),
         replace: bool = False,
         seed: int = 0,
+        allow_empty: bool = True,
         progress: Reporter = NO_PROGRESS,
     ) -> GraphInfo:
         check_graph_name(graph)
         self._require_writable()
         existing = self._refuse_existing(graph, replace)
-        progress.update(description=f"{graph}: reading and checking the input")
-        lines, relations = self._check_input(triples)
+        progress.start(f"{graph}: reading and checking the input", total=None)
+        lines, relations = self._check_input(triples, progress)
+        if lines == 0 and not allow_empty:
+            raise EmptyInputError(f"the input of graph {graph!r} ({source or dataset}) has no triples; "
+                                  "pass --allow-empty to load an empty graph")
         for pairs in (labels, relation_labels):  # read again below; fail now, not then
             for _ in as_mapping(pairs):
                 pass
         self._ensure_schema()
+        swap = existing is not None and existing.status == "complete"
+        key = staging_key(graph) if swap else graph
         meta: dict[str, Any] = {
             "dataset": dataset,
             "status": "loading",
@@ -291,39 +312,52 @@ class Neo4jStore(NamedQueryStore):
             "splits": list(splits),
             "loaded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        self._set_meta(graph, meta)
-        try:
+        # leftovers of a killed replace (both keys), and of a killed first load
+        for leftover in (staging_key(graph), old_key(graph)):
+            self._drop_data(leftover, progress, f"{graph}: removing leftovers of an interrupted replace")
+        if not swap:
+            self._set_meta(graph, meta)
             if existing is not None:
-                progress.update(description=f"{graph}: discarding the stored graph ({existing.status})")
-                self._drop_data(graph)
-            progress.update(total=lines, description=f"{graph}: loading {lines:,} lines into Neo4j")
-            self._merge_triples(graph, triples, progress)
-            count = self._count(graph)
-            progress.update(description=f"{graph}: entity labels and private ids")
-            self._set_entities(graph, labels, seed)
-            self._batched("set_relation_labels", graph, _first_labels(relation_labels, relations))
+                self._drop_data(graph, progress, f"{graph}: discarding the stored graph ({existing.status})",
+                                announce=True)
+        try:
+            progress.start(f"{graph}: writing {lines:,} triples into Neo4j", total=lines)
+            self._merge_triples(key, triples, progress)
+            count = self._count(key)
+            progress.start(f"{graph}: entity labels and private ids", total=None)
+            self._set_entities(key, labels, seed)
+            self._batched("set_relation_labels", key, _first_labels(relation_labels, relations))
         except BaseException:
-            # best effort: if the server is gone the 'loading' mark stays, and the next
-            # load of this graph discards the leftovers
+            # best effort: if the server is gone the leftovers stay, and the next load of
+            # this graph discards them
             try:
-                self._drop_data(graph)
-                self._write(self._internal("remove_graph"), {"graph": graph})
+                self._drop_data(key)
+                if not swap:
+                    self._write(self._internal("remove_graph"), {"graph": graph})
             except (KGEngineError, DriverError, Neo4jError):
                 pass
             raise
         meta.update(status="complete", triples=count)
-        self._set_meta(graph, meta)
+        if swap:
+            progress.update(description=f"{graph}: switching to the new graph")
+            self._write_all(_statements("swap_graph"), {"graph": graph, "staging": key,
+                                                        "old": old_key(graph), "meta": meta})
+            self._drop_data(old_key(graph), progress, f"{graph}: removing the replaced graph")
+        else:
+            self._set_meta(graph, meta)
         progress.update(description=f"{graph}: {count:,} triples loaded")
         return self._info({"name": graph, **meta})
 
     @staticmethod
-    def _check_input(triples: TripleSource) -> tuple[int, set[str]]:
+    def _check_input(triples: TripleSource, progress: Reporter = NO_PROGRESS) -> tuple[int, set[str]]:
         """Read every triple (the loader raises InputError on a bad line), check each
         relation name once; the number of lines read and the relations met."""
         checked: set[str] = set()
         lines = 0
         for triple in triples:
             lines += 1
+            if lines % 10_000 == 0:
+                progress.advance(10_000)
             if triple.relation not in checked:
                 relationship_type(triple.relation)
                 checked.add(triple.relation)
@@ -383,17 +417,36 @@ class Neo4jStore(NamedQueryStore):
         if rows:
             self._write(text, {"graph": graph, "rows": rows})
 
-    def _drop_data(self, graph: str) -> None:
-        """Delete the graph's relationships, then its nodes, in bounded transactions: one
-        transaction for a large graph needs memory in proportion to its size."""
+    def _drop_data(self, key: str, progress: Reporter = NO_PROGRESS, doing: str = "",
+                   announce: bool = False) -> None:
+        """Delete the relationships, then the nodes, stored under ``key`` (a graph's name or
+        one of its staging keys) in bounded transactions: one transaction for a large graph
+        needs memory in proportion to its size."""
+        entities = int(self._read(self._internal("count_key"), {"graph": key})[0]["n"])
+        if doing and (entities or announce):
+            progress.start(f"{doing} ({entities:,} entities)", total=None)
         for name in ("delete_edges", "delete_entities", "delete_relations"):
-            self._autocommit(self._internal(name), {"graph": graph, "batch": DELETE_BATCH})
+            self._autocommit(self._internal(name), {"graph": key, "batch": DELETE_BATCH})
 
-    def drop(self, graph: str) -> None:
+    def _write_all(self, statements: Sequence[str], params: dict[str, Any]) -> None:
+        """Several statements in one managed write transaction (all or nothing)."""
+        self._require_writable()
+
+        def work(tx: neo4j.ManagedTransaction) -> None:
+            for text in statements:
+                tx.run(text, params).consume()
+
+        with self._errors("writing"), self._session(write=True) as session:
+            session.execute_write(work)
+
+    def drop(self, graph: str, progress: Reporter = NO_PROGRESS) -> None:
+        """The metadata goes first: killed later, the graph is gone and its leftovers
+        (invisible without metadata) are removed by the next load or drop."""
         self._require_writable()
         self.require_graph(graph)
-        self._drop_data(graph)
         self._write(self._internal("remove_graph"), {"graph": graph})
+        for key in (graph, staging_key(graph), old_key(graph)):
+            self._drop_data(key, progress, f"{graph}: removing the graph")
 
     # ---- queries --------------------------------------------------------------------------
     def _rows(

@@ -35,6 +35,7 @@ from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import fill_template, query_text
 from kgengine.store import (
     BlockSource,
+    EmptyInputError,
     NamedQueryStore,
     TripleSource,
     as_mapping,
@@ -114,13 +115,14 @@ class _QuadWriter:
     """Writes the N-Quads of a load to a binary stream: facts, then private ids and labels,
     keeping the sets of entity ids and relation names met on the way."""
 
-    def __init__(self, out: BinaryIO, graph: str) -> None:
+    def __init__(self, out: BinaryIO, graph: str, slot: str = "") -> None:
+        facts_iri, entities_iri = slot_iris(graph, slot)
         self.out = out
         self.lines = 0
         self._entities: set[str] = set()
         self._relations: set[str] = set()
-        self._facts_end = f"> <{terms.graph_iri(graph)}> .\n"
-        self._entities_end = f" <{terms.entities_graph_iri(graph)}> .\n"
+        self._facts_end = f"> <{facts_iri}> .\n"
+        self._entities_end = f" <{entities_iri}> .\n"
 
     def _write_text(self, text: str, lines: int, progress: Reporter = NO_PROGRESS) -> None:
         self.out.write(text.encode())
@@ -198,13 +200,24 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def check_input(triples: TripleSource, *labels: Iterable[tuple[str, str]] | Mapping[str, str]) -> None:
-    """Read all of the input once, so that a malformed line fails before the store changes."""
-    for _ in triples.blocks() if isinstance(triples, BlockSource) else triples:
-        pass
+def check_input(triples: TripleSource, *labels: Iterable[tuple[str, str]] | Mapping[str, str],
+                progress: Reporter = NO_PROGRESS) -> int:
+    """Read all of the input once, so that a malformed line fails before the store changes;
+    the number of triple lines read (the total of the writing phase)."""
+    lines = 0
+    if isinstance(triples, BlockSource):
+        for block in triples.blocks():
+            n = block.count("\n")
+            lines += n
+            progress.advance(n)
+    else:
+        for chunk in _batched(triples, CHUNK_LINES):
+            lines += len(chunk)
+            progress.advance(len(chunk))
     for pairs in labels:
         for _ in as_mapping(pairs):
             pass
+    return lines
 
 
 def _python_value(term: Any) -> Any:
@@ -258,6 +271,19 @@ def _fill_values(text: str, name: str, rows: Iterable[Any]) -> str:
     raise KeyError(f"list parameter {name!r} needs a 'VALUES ?{name} {{}}' block in the query")
 
 
+# A graph's two slots of named graphs (facts, labels): "" is the graph's own IRI (what a
+# first load uses), "b" the other one that a --replace writes beside it (see load).
+OTHER_SLOT = {"": "b", "b": ""}
+
+
+def slot_iris(graph: str, slot: str) -> tuple[str, str]:
+    """The (facts, labels) named graph IRIs of ``graph``'s slot (graph names hold no '/')."""
+    if not slot:
+        return terms.graph_iri(graph), terms.entities_graph_iri(graph)
+    base = f"{terms.graph_iri(graph)}/{slot}"
+    return base, base + "/entities"
+
+
 def is_store_directory(path: Path) -> bool:
     """Whether ``path`` holds an Oxigraph store (its RocksDB ``CURRENT`` file)."""
     return (path / "CURRENT").is_file()
@@ -302,6 +328,9 @@ class OxigraphStore(NamedQueryStore):
             raise StoreError(f"cannot open Oxigraph store at {path}: {exc}{hint}") from exc
 
     # ---- metadata -------------------------------------------------------------------------
+    # A graph's facts and labels live in one of two slots of named graphs (see slot_iris);
+    # its metadata says which ("slot"), so that ``--replace`` writes the new graph into the
+    # other slot and switches to it in one small transaction (docs/data-model.md).
     def _meta(self, graph: str) -> dict[str, str]:
         subject = ox.NamedNode(terms.graph_iri(graph))
         out: dict[str, str] = {}
@@ -309,13 +338,14 @@ class OxigraphStore(NamedQueryStore):
             out[quad.predicate.value.removeprefix(_VOCAB)] = quad.object.value
         return out
 
-    def _set_meta(self, graph: str, values: dict[str, str | int]) -> None:
-        subject = ox.NamedNode(terms.graph_iri(graph))
-        meta = ox.NamedNode(terms.META_GRAPH)
-        for quad in list(self._store.quads_for_pattern(subject, None, None, meta)):
-            self._store.remove(quad)
-        self._store.extend(
-            ox.Quad(subject, ox.NamedNode(_VOCAB + k), ox.Literal(v), meta) for k, v in values.items()
+    def _set_meta(self, graph: str, values: Mapping[str, str | int]) -> None:
+        """Replace the graph's metadata in one transaction (a SPARQL update is one): a kill
+        leaves the old metadata or the new, never a mix."""
+        subject = f"<{terms.graph_iri(graph)}>"
+        facts = " ".join(f"{subject} <{_VOCAB}{k}> {ox.Literal(str(v))} ." for k, v in values.items())
+        self._store.update(
+            f"DELETE WHERE {{ GRAPH <{terms.META_GRAPH}> {{ {subject} ?p ?o }} }} ;\n"
+            f"INSERT DATA {{ GRAPH <{terms.META_GRAPH}> {{ {facts} }} }}"
         )
         self._store.flush()
 
@@ -341,13 +371,31 @@ class OxigraphStore(NamedQueryStore):
         meta = self._meta(graph)
         return self._info(graph, meta) if meta else None
 
+    def data_graph_iris(self, graph: str) -> tuple[str, str]:
+        """The named graphs (facts, labels) that hold ``graph`` now: what a SPARQL query
+        written by hand should name (they change with each ``--replace``)."""
+        return slot_iris(graph, self._meta(graph).get("slot", ""))
+
+    def _live_graph_nodes(self) -> list[ox.NamedNode]:
+        """The metadata graph and every graph's live slot: the union that a query without
+        ``--graph`` sees (a replace's staging slot and leftovers of a killed one excluded)."""
+        nodes = [ox.NamedNode(terms.META_GRAPH)]
+        for info in self.graphs():
+            nodes.extend(ox.NamedNode(iri) for iri in self.data_graph_iris(info.name))
+        return nodes
+
     # ---- loading --------------------------------------------------------------------------
     # A load reads (and so checks) all of its input first: a malformed line fails before the
     # store changes. The input is then converted to N-Quads by a Python thread and streamed
     # through a pipe into pyoxigraph's Rust bulk loader, which reads the pipe natively (no
-    # GIL), so conversion and loading run side by side. From the moment stored data changes
-    # until the load completes, the graph's status is 'loading': a load killed in between
-    # leaves that mark, and the next load of the graph discards the leftovers.
+    # GIL), so conversion and loading run side by side.
+    # A first load marks the graph 'loading' from the moment stored data changes until it
+    # completes: a load killed in between leaves that mark, and the next load discards the
+    # leftovers. A replace of a complete graph writes the new graph into the graph's other
+    # slot while the old one stays as it is, then switches the metadata to the new slot in
+    # one transaction and only then removes the old slot: killed at any point, the store
+    # holds the old complete graph or the new complete one (leftovers in the slot that is
+    # not live are invisible to reads and removed by the next load or drop).
     def load(
         self,
         graph: str,
@@ -360,42 +408,69 @@ class OxigraphStore(NamedQueryStore):
         splits: Sequence[str] = (),
         replace: bool = False,
         seed: int = 0,
+        allow_empty: bool = True,
         progress: Reporter = NO_PROGRESS,
     ) -> GraphInfo:
         check_graph_name(graph)
         existing = self._refuse_existing(graph, replace)
-        progress.update(description=f"{graph}: reading and checking the input")
-        check_input(triples, labels, relation_labels)
+        progress.start(f"{graph}: reading and checking the input", total=None)
+        lines = check_input(triples, labels, relation_labels, progress=progress)
+        if lines == 0 and not allow_empty:
+            raise EmptyInputError(f"the input of graph {graph!r} ({source or dataset}) has no triples; "
+                                  "pass --allow-empty to load an empty graph")
+        old_meta = self._meta(graph)
+        swap = existing is not None and existing.status == "complete"
+        old_slot = old_meta.get("slot", "")
+        slot = OTHER_SLOT[old_slot] if swap else ""
         meta: dict[str, str | int] = {
             "dataset": dataset,
             "status": "loading",
             "source": source,
             "splits": ",".join(splits),
             "loadedAt": datetime.now(UTC).isoformat(timespec="seconds"),
+            "slot": slot,
         }
-        self._set_meta(graph, meta)
+        # leftovers: a killed replace's staging (swap) or a killed first load (both slots)
+        if swap:
+            self._clear_slots(graph, [slot], progress, "removing leftovers of an interrupted replace")
+        elif existing is not None:
+            self._clear_slots(graph, list(OTHER_SLOT), progress,
+                              f"discarding the stored graph ({existing.status})", announce=True)
+        else:
+            self._clear_slots(graph, list(OTHER_SLOT), progress)
+        if not swap:
+            self._set_meta(graph, meta)
+        facts_iri, _ = slot_iris(graph, slot)
         try:
-            if existing is not None:
-                progress.update(description=f"{graph}: discarding the stored graph ({existing.status})")
-                self._drop_data(graph)
-            progress.update(description=f"{graph}: bulk loading into the store")
+            progress.start(f"{graph}: bulk loading: writing {lines:,} triples", total=lines)
 
             def write(out: BinaryIO) -> None:
-                writer = _QuadWriter(out, graph)
+                writer = _QuadWriter(out, graph, slot)
                 writer.add_triples(triples, progress)
+                progress.update(description=f"{graph}: writing labels and private ids")
                 writer.add_entities(labels, seed)
                 writer.add_relation_labels(relation_labels)
+                progress.update(description=f"{graph}: indexing and committing")
 
             self._bulk_stream(write, graph)
-            count = self._count(graph)
+            count = self._count_iri(facts_iri)
         except BaseException:
-            self._drop_data(graph)
-            self._remove_meta(graph)
+            self._clear_slots(graph, [slot])  # on a replace, the old graph was never touched
+            if not swap:
+                self._remove_meta(graph)
             raise
         meta.update(status="complete", triples=count)
-        self._set_meta(graph, meta)
+        progress.update(description=f"{graph}: switching to the new graph")
+        self._set_meta(graph, meta)  # the commit point of a replace
+        if swap:
+            self._clear_slots(graph, [old_slot], progress, "removing the replaced graph")
         progress.update(description=f"{graph}: {count:,} triples loaded")
         return self._info(graph, {k: str(v) for k, v in meta.items()})
+
+    def _count_iri(self, iri: str) -> int:
+        result = self._store.query("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
+                                   default_graph=ox.NamedNode(iri))
+        return int(next(iter(result))["n"].value)
 
     def _bulk_stream(self, write: Callable[[BinaryIO], None], graph: str) -> None:
         """Bulk load the N-Quads that ``write`` produces: through a pipe read natively by
@@ -453,29 +528,38 @@ class OxigraphStore(NamedQueryStore):
         finally:
             Path(name).unlink(missing_ok=True)
 
-    def _drop_data(self, graph: str) -> None:
-        """Remove the graph's quads in batches: one transaction for a whole large graph
-        (``remove_graph``) takes memory in proportion to its size."""
-        for iri in (terms.graph_iri(graph), terms.entities_graph_iri(graph)):
-            node = ox.NamedNode(iri)
+    def _clear_slots(self, graph: str, slots: Sequence[str], progress: Reporter = NO_PROGRESS,
+                     doing: str = "removing leftovers of an interrupted load or drop",
+                     announce: bool = False) -> None:
+        """Remove the quads of the graph's ``slots`` in batches (one transaction for a whole
+        large graph, ``remove_graph``, takes memory in proportion to its size)."""
+        nodes = [ox.NamedNode(iri) for slot in slots for iri in slot_iris(graph, slot)]
+        nodes = [node for node in nodes if self._store.contains_named_graph(node)]
+        if not nodes:
+            if announce:  # say what happens to the stored graph even when nothing of it was written
+                progress.start(f"{graph}: {doing} (0 quads)", total=0)
+            return
+        total = sum(self._count_iri(node.value) for node in nodes)
+        progress.start(f"{graph}: {doing} ({total:,} quads)", total=total)
+        for node in nodes:
             for batch in _batched(self._store.quads_for_pattern(None, None, None, node), DELETE_BATCH):
                 for quad in batch:
                     self._store.remove(quad)
-            if self._store.contains_named_graph(node):
-                self._store.remove_graph(node)
+                progress.advance(len(batch))
+            self._store.remove_graph(node)
         self._store.flush()
 
     def _remove_meta(self, graph: str) -> None:
-        subject = ox.NamedNode(terms.graph_iri(graph))
-        meta = ox.NamedNode(terms.META_GRAPH)
-        for quad in list(self._store.quads_for_pattern(subject, None, None, meta)):
-            self._store.remove(quad)
+        subject = terms.graph_iri(graph)
+        self._store.update(f"DELETE WHERE {{ GRAPH <{terms.META_GRAPH}> {{ <{subject}> ?p ?o }} }}")
         self._store.flush()
 
-    def drop(self, graph: str) -> None:
+    def drop(self, graph: str, progress: Reporter = NO_PROGRESS) -> None:
+        """The metadata goes first (one transaction): killed later, the graph is gone and
+        its leftover quads, invisible to reads, are removed by the next load or drop."""
         self.require_graph(graph)
-        self._drop_data(graph)
         self._remove_meta(graph)
+        self._clear_slots(graph, list(OTHER_SLOT), progress, "removing the graph")
 
     # ---- queries --------------------------------------------------------------------------
     def _rows(
@@ -487,7 +571,8 @@ class OxigraphStore(NamedQueryStore):
         substitutions = {}
         # a query whose header says "# graph: entities" reads the companion labels graph
         on_entities = "\n# graph: entities" in "\n" + text
-        target = terms.entities_graph_iri(graph) if on_entities else terms.graph_iri(graph)
+        facts_iri, entities_iri = self.data_graph_iris(graph)
+        target = entities_iri if on_entities else facts_iri
         for key, value in params.items():
             if isinstance(value, list | tuple | set | frozenset):
                 text = _fill_values(text, key, value)
@@ -517,10 +602,13 @@ class OxigraphStore(NamedQueryStore):
         try:
             if graph is not None:
                 self.require_graph(graph)
-                result = self._store.query(text, default_graph=ox.NamedNode(terms.graph_iri(graph)))
+                facts_iri, _ = self.data_graph_iris(graph)
+                result = self._store.query(text, default_graph=ox.NamedNode(facts_iri))
+            elif "FROM" in sparqltext.keywords(text):
+                result = self._store.query(text)
             else:
-                union = "FROM" not in sparqltext.keywords(text)
-                result = self._store.query(text, use_default_graph_as_union=union)
+                live = self._live_graph_nodes()
+                result = self._store.query(text, default_graph=live, named_graphs=live)
             if isinstance(result, ox.QueryBoolean):
                 return QueryResult(boolean=bool(result))
             if isinstance(result, ox.QueryTriples):

@@ -10,8 +10,10 @@ server refuse, never run, something."""
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 import pyoxigraph as ox
+from kgengine import terms
 
 # strings (long forms first), IRI references and comments, as in the SPARQL 1.1 grammar
 _OPAQUE = re.compile(
@@ -83,3 +85,164 @@ def add_using(update: str, using: list[str], using_named: list[str]) -> str:
     for offset in reversed(inserts):
         update = f"{update[:offset]}{clause} {update[offset:]}"
     return update
+
+
+# ---- help for hand-written queries (`kgengine query`, `kgengine serve`) ---------------------
+RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS_NS = "http://www.w3.org/2000/01/rdf-schema#"
+XSD_NS = "http://www.w3.org/2001/XMLSchema#"
+
+# predeclared in every query; a query's own PREFIX of the same name wins (docs/serve.md)
+PREFIXES: dict[str, str] = {
+    "rdf": RDF_NS,
+    "rdfs": RDFS_NS,
+    "xsd": XSD_NS,
+    "e": terms.ENTITY_NS,  # entities: e:Q42; FB15k-237 /m/0jbk is e:%2Fm%2F0jbk
+    "r": terms.RELATION_NS,  # relations: r:brother, r:%2Ffilm%2Ffilm%2Fgenre
+    "g": terms.GRAPH_NS,  # graph names: GRAPH g:family { ... }
+    "kg": terms.VOCAB_NS,  # kgengine's own terms: kg:privateId, kg:triples, ...
+}
+
+
+def graph_prefixes(facts_iri: str, labels_iri: str) -> dict[str, str]:
+    """The predeclared prefixes plus ``facts:`` and ``labels:`` naming one graph's named
+    graphs now (they move with each ``--replace``) for queries on that graph:
+    ``GRAPH labels: { ?e rdfs:label ?l }``."""
+    return {**PREFIXES, "facts": facts_iri, "labels": labels_iri}
+
+
+_FIRST_SELECT = re.compile(r"(?<![\w?$:])SELECT\s+(?:(?:DISTINCT|REDUCED)\s+)?(\*)?", re.IGNORECASE)
+_VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00b7\u00c0-\uffff]+)")
+
+
+def star_columns(text: str, columns: list[str]) -> list[str]:
+    """``columns`` in the order a ``SELECT *`` query mentions them (pyoxigraph sorts them);
+    any other query's columns as they are (its projection's order)."""
+    masked = blank_opaque(text)
+    select = _FIRST_SELECT.search(masked)
+    if select is None or select.group(1) is None:
+        return columns
+    seen: list[str] = []
+    for name in _VARIABLE.findall(masked, select.end()):
+        if name in columns and name not in seen:
+            seen.append(name)
+    return seen + [c for c in columns if c not in seen]
+
+
+_PROLOGUE = re.compile(r"\s*(?:BASE\s*|PREFIX\s+[^\s:]*:\s*)*", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+UPDATE_WORDS = frozenset(
+    {"INSERT", "DELETE", "LOAD", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD", "WITH"}
+)
+
+
+def update_operation(text: str) -> str | None:
+    """The first keyword of ``text`` when it is a SPARQL Update (``INSERT``, ``DELETE``,
+    ...), else None."""
+    masked = blank_opaque(text)
+    start = _PROLOGUE.match(masked)
+    word = _FIRST_WORD.match(masked, start.end() if start else 0)
+    found = word.group().upper() if word else ""
+    return found if found in UPDATE_WORDS else None
+
+
+_DECLARED = re.compile(r"(?<![\w?$:])PREFIX\s+([^\s:]*):", re.IGNORECASE)
+# a prefixed name's prefix: after blanking, a colon only occurs in prefixed names
+_USED = re.compile(r"(?<![\w?$.\-:\\%])([A-Za-z][\w.\-]*)?:")
+
+
+def undefined_prefixes(text: str, predeclared: dict[str, str]) -> list[str]:
+    """Prefixes the query uses but neither declares nor finds predeclared, in order."""
+    masked = blank_opaque(text)
+    declared = set(_DECLARED.findall(masked)) | set(predeclared)
+    out: list[str] = []
+    for match in _USED.finditer(masked):
+        name = match.group(1) or ""
+        if name not in declared and name not in out:
+            out.append(name)
+    return out
+
+
+_ERROR_AT = re.compile(r"^error at (\d+):(\d+): (.*)$", re.DOTALL)
+
+
+def short_syntax_error(message: str, text: str, predeclared: dict[str, str]) -> str:
+    """pyoxigraph's parser message in one line: an undefined prefix named, with a hint; a
+    screen-long "expected one of" list cut to its position, with the line and a caret."""
+    missing = undefined_prefixes(text, predeclared)
+    if "Prefix not found" in message and missing:
+        known = ", ".join(f"{p}:" for p in sorted(predeclared))
+        where = _ERROR_AT.match(message)
+        at = f"error at {where.group(1)}:{where.group(2)}: " if where else ""
+        return (f"{at}undefined prefix '{missing[0]}:' — declare it (PREFIX {missing[0]}: <...>) "
+                f"or use a predeclared one ({known})")
+    flat = " ".join(message.split())
+    if len(flat) <= 160:
+        return flat
+    where = _ERROR_AT.match(message)
+    if where is None:
+        return flat[:157] + "..."
+    line_no, column = int(where.group(1)), int(where.group(2))
+    lines = text.splitlines() or [""]
+    line = lines[min(line_no, len(lines)) - 1]
+    start = max(0, column - 40)
+    excerpt = line[start:column + 20].replace("\t", " ")
+    return f"error at {line_no}:{column}: unexpected input here: {excerpt!r} (column {column})"
+
+
+_LOCAL = re.compile(r"((?:[\w.\-:%]|\\.)*)")
+
+
+def kgengine_iris(text: str, prefixes: dict[str, str]) -> list[str]:
+    """IRIs in kgengine's entity, relation and graph namespaces that ``text`` names, as
+    ``<...>`` or as prefixed names (the query's own PREFIXes and ``prefixes``), in order."""
+    declared = dict(prefixes)
+    for match in re.finditer(r"PREFIX\s+([^\s:]*):\s*<([^>]*)>", text, re.IGNORECASE):
+        declared[match.group(1)] = match.group(2)
+    namespaces = (terms.ENTITY_NS, terms.RELATION_NS, terms.GRAPH_NS)
+    masked = blank_opaque(text)
+    template = _construct_template(masked)  # a CONSTRUCT template makes new triples: skipped
+    found: list[str] = []
+    for match in _OPAQUE.finditer(text):
+        token = match.group()
+        if match.start() in template:
+            continue
+        if token.startswith("<") and token[1:-1].startswith(namespaces):
+            before = masked[:match.start()].rstrip()
+            if not re.search(r"PREFIX\s+[^\s:]*:$", before, re.IGNORECASE):
+                found.append(token[1:-1])
+    for match in _USED.finditer(masked):
+        namespace = declared.get(match.group(1) or "")
+        if match.start() in template or namespace is None or not namespace.startswith(namespaces):
+            continue
+        local = _LOCAL.match(masked, match.end()).group(1).rstrip(".")
+        found.append(namespace + re.sub(r"\\(.)", r"\1", local))
+    return list(dict.fromkeys(iri for iri in found if iri not in namespaces))
+
+
+def _construct_template(masked: str) -> range:
+    """Offsets of the template of a ``CONSTRUCT { ... } WHERE`` query (empty otherwise)."""
+    match = re.search(r"(?<![\w?$:])CONSTRUCT\s*\{", masked, re.IGNORECASE)
+    if match is None:
+        return range(0)
+    depth = 0
+    for offset in range(match.end() - 1, len(masked)):
+        if masked[offset] == "{":
+            depth += 1
+        elif masked[offset] == "}":
+            depth -= 1
+            if depth == 0:
+                return range(match.end(), offset)
+    return range(0)
+
+
+def encoded_suggestion(iri: str) -> str | None:
+    """The properly percent-encoded form of an entity or relation IRI written with raw
+    characters (``r//film/film/genre`` -> ``r:%2Ffilm%2Ffilm%2Fgenre``), as a prefixed
+    name; None when the IRI is encoded already."""
+    for prefix, namespace in (("e", terms.ENTITY_NS), ("r", terms.RELATION_NS)):
+        if iri.startswith(namespace):
+            local = iri[len(namespace):]
+            encoded = terms.encode_id(unquote(local))
+            return None if encoded == local else f"{prefix}:{encoded}"
+    return None

@@ -26,6 +26,10 @@ from kgengine.model import Direction, Entity, GraphInfo, GraphStats, QueryResult
 from kgengine.progress import NO_PROGRESS, Reporter
 
 
+class EmptyInputError(KGEngineError):
+    """A load whose input holds no triple (refused unless an empty graph is asked for)."""
+
+
 class TripleSource(Protocol):
     """Re-iterable triples (each ``iter()`` reads the input anew), as loaders produce them.
 
@@ -95,6 +99,7 @@ class KGStore(Protocol):
         splits: Sequence[str] = (),
         replace: bool = False,
         seed: int = 0,
+        allow_empty: bool = True,
         progress: Reporter = NO_PROGRESS,
     ) -> GraphInfo:
         """Insert ``triples`` as graph ``graph`` in batches; idempotent (set semantics).
@@ -102,11 +107,16 @@ class KGStore(Protocol):
         ``labels`` (entity id, text) and ``relation_labels`` (relation name, text) are kept
         for the entities / relations of the graph only, the first label of each.
         Refuses an existing complete graph unless ``replace``; an interrupted load of the
-        same graph is discarded and redone. With ``replace`` the input is validated in full
-        before the old graph is touched, so bad input never loses stored data."""
+        same graph is discarded and redone. With ``replace`` the input is validated in full,
+        and the new graph written beside the old one and switched to in one transaction
+        once complete: killed at any point, readers see the old complete graph or the new
+        one. Without ``allow_empty``, input with no triples is an :class:`EmptyInputError`.
+        ``progress`` names each phase (checking, writing, committing) with its total."""
         ...
 
-    def drop(self, graph: str) -> None: ...
+    def drop(self, graph: str, progress: Reporter = NO_PROGRESS) -> None:
+        """Remove the graph: its metadata first (one transaction), then its data."""
+        ...
 
     def stats(self, graph: str) -> GraphStats: ...
 
@@ -210,6 +220,8 @@ def open_store(location: str, *, read_only: bool = False, create: bool = True) -
 def resolve_graph(store: KGStore, graph: str | None) -> str:
     """The graph a command works on: ``graph``, or the store's only graph when None; it
     must be complete and hold triples."""
+    if graph is not None and not graph.strip():
+        raise InvalidParameterError("--graph must not be empty (leave it out for the default)")
     if graph is None:
         infos = store.graphs()
         if len(infos) != 1:
@@ -247,6 +259,8 @@ class NamedQueryStore:
         raise NotImplementedError
 
     def require_graph(self, graph: str, *, complete: bool = False) -> GraphInfo:
+        if not graph.strip():
+            raise InvalidParameterError("--graph must not be empty (leave it out for the default)")
         info = self.graph_info(graph)
         if info is None:
             known = ", ".join(g.name for g in self.graphs()) or "none"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
-from kgengine.rag import embeddings
+from kgengine.rag import embeddings, selection
 from kgengine.rag.embeddings import (
     DEFAULT_MODEL,
     EmbeddingError,
@@ -153,13 +153,20 @@ def test_a_triple_not_in_the_cache_is_encoded_on_the_fly(
 
 
 def test_without_a_cache_and_build_off_candidates_are_encoded(
-    films: OxigraphStore, model: SentenceTransformerEncoder, tmp_path: Path
+    films: OxigraphStore, model: SentenceTransformerEncoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     encoder = CountingEncoder(model)
     selector = EmbeddingSelector(films, "films", encoder=encoder, cache_dir=tmp_path / "cache", build=False)
     assert selector.cache is None and encoder.calls == []
     assert selector.select("who directed Inception?", FILMS[:5], 1) == [FILMS[0]]
     assert encoder.calls == [5, 1] and not (tmp_path / "cache").exists()
+    # remembered vectors are bounded: past the limit they are dropped, and answers stay the same
+    monkeypatch.setattr(selection, "EXTRA_LIMIT", 6)
+    encoder.calls.clear()
+    assert selector.select("who directed Amelie?", FILMS[3:7], 1) == [FILMS[5]]
+    assert encoder.calls == [4, 1] and len(selector._extra) == 4
+    assert selector.select("who directed Inception?", FILMS[:5], 1) == [FILMS[0]]
+    assert selector.encoded_on_the_fly == 5 + 4 + 5
 
 
 def test_reloading_the_graph_invalidates_the_cache(

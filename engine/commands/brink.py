@@ -14,8 +14,8 @@ from kgengine.brink.removal import Selection
 from kgengine.brink.report import markdown
 from kgengine.cli_common import check_output_dir, connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
-from kgengine.mining.io import read_rules
-from kgengine.store import read_workers
+from kgengine.mining.io import MinedRule, read_rules
+from kgengine.store import KGStore, read_workers
 
 
 @click.group()
@@ -96,6 +96,7 @@ def build_command(
     try:
         if rules_path is not None:
             rules = [r for r in read_rules(rules_path) if max_len is None or r.rule.length <= max_len]
+            require_groundable(store, graph, rules, rules_path)
         else:
             # the matrix engine mines an in-memory copy: its threads never touch the store
             threads = workers or min(4, os.cpu_count() or 1)
@@ -116,7 +117,23 @@ def build_command(
     finally:
         store.close()
     click.echo(markdown(result.stats))
+    if not result.stats["groundings"]["candidates"]:  # rules whose relations occur, yet no match
+        raise KGEngineError(f"no rule has a grounding in graph {graph!r}: the BRINK dataset written "
+                            f"to {out_dir} is empty")
     click.echo(f"wrote {', '.join(OUTPUT_FILES)} to {out_dir} in {result.stats['seconds']:.1f} s")
+
+
+def require_groundable(store: KGStore, graph: str, rules: list[MinedRule], path: Path) -> None:
+    """Refuse rules that cannot have a grounding in ``graph`` (none, or none whose relations
+    all occur in it) before any work: a build of them is empty, not a success."""
+    store.require_graph(graph, complete=True)
+    present = {row["r"] for row in store.run("relation_counts", graph)}
+    usable = [r for r in rules if all(atom.relation in present for atom in (*r.rule.body, r.rule.head))]
+    if not usable:
+        missing = sorted({a.relation for r in rules for a in (*r.rule.body, r.rule.head)} - present)
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        reason = f"relations not in the graph: {shown}" if missing else "the file has no rules"
+        raise KGEngineError(f"no rule of {path} has a grounding in graph {graph!r}: {reason}")
 
 
 @brink.command("stats")

@@ -16,7 +16,14 @@ from kgengine.errors import KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import AMIE_COLUMNS, MinedRule, write_json, write_tsv
 from kgengine.mining.rules import RuleType, parse_rule
-from kgengine.mining.search import ENGINES, HeadResult, Miner, MiningOptions, counting_engine
+from kgengine.mining.search import (
+    ENGINES,
+    HeadResult,
+    Miner,
+    MiningOptions,
+    available_cores,
+    counting_engine,
+)
 from kgengine.progress import progress_bar
 from kgengine.store import resolve_graph
 from rich.console import Console
@@ -61,8 +68,10 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
               show_default=True,
               help="matrix: sparse-matrix counting on an in-memory index; query: counting "
               "queries run by the store (SPARQL on Oxigraph, Cypher on Neo4j).")
-@click.option("--threads", type=int, default=1, show_default=True,
-              help="Head relations mined in parallel (worker processes for the matrix engine).")
+@click.option("--threads", type=int, default=None,
+              help="Head relations mined in parallel (worker processes for the matrix engine); "
+                   "the rules are the same whatever the number [default: the available cores, "
+                   "as AMIE 3].")
 @click.option("--constants", is_flag=True, help="Also add instantiated atoms (AMIE's -const).")
 @click.option("--no-skyline", is_flag=True,
               help="Output rules even when a more general rule has at least their PCA confidence.")
@@ -73,7 +82,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the rules, their measures and rule types as JSON.")
 def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca: float,
-         min_hc: float, max_len: int, min_initial_support: int, engine_name: str, threads: int,
+         min_hc: float, max_len: int, min_initial_support: int, engine_name: str, threads: int | None,
          constants: bool, no_skyline: bool, recursivity_limit: int, output: Path | None,
          json_path: Path | None) -> None:
     """Mine Horn rules with AMIE 3's semantics (support, head coverage, standard and PCA
@@ -81,7 +90,7 @@ def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca
     options = MiningOptions(
         min_conf=min_conf, min_pca=min_pca, min_hc=min_hc, max_len=max_len,
         min_initial_support=min_initial_support, skyline=not no_skyline, constants=constants,
-        recursivity_limit=recursivity_limit, threads=threads,
+        recursivity_limit=recursivity_limit, threads=available_cores() if threads is None else threads,
     )
     options.validate()  # bad thresholds and unwritable outputs fail before the store is touched
     check_output_file(output, "-o/--output")

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import click
-from kgengine.cli_common import store_option
 from kgengine.config import resolve_store
 from kgengine.errors import KGEngineError
 from kgengine.oxigraph_store import check_location
@@ -22,9 +21,16 @@ from kgengine.serve.app import (
 )
 from kgengine.store import is_directory_location
 
+NO_NEO4J = ("kgengine serve needs an Oxigraph store directory, not a Neo4j URI: it serves SPARQL, and "
+            "SPARQL over Neo4j's property graph is out of scope (query Neo4j with `kgengine query --cypher` "
+            "or Neo4j's own endpoints)")
+
 
 @click.command()
-@store_option
+@click.option("--store", "store_location", default=None, metavar="DIR",
+              help="Oxigraph store directory (serve needs an Oxigraph store; Neo4j URIs are refused: "
+                   "SPARQL over a property graph is out of scope) [default: $KGENGINE_STORE, the "
+                   "config file, or the per-user data dir].")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback exposes the store to the network.")
 @click.option("--port", default=7878, show_default=True, type=click.IntRange(0, 65535))
@@ -60,12 +66,17 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
     from a snapshot of the store taken at start (hard links, beside the store), so
     `kgengine load` and other commands may write to the store while it is served; SIGHUP
     (or a restart) serves the store as it is then. With --allow-update the server is the
-    store's one writer and other writers are refused until it stops."""
+    store's one writer and other writers are refused until it stops.
+
+    /sparql's default graph is the union of every graph (labels and private ids included);
+    /graph/NAME/sparql serves one graph: its facts as the default graph, its labels as the
+    named graph labels:. Prefixes e:, r:, g:, kg:, rdf:, rdfs:, xsd: are predeclared
+    (docs/serve.md). Serving needs an Oxigraph store: SPARQL over Neo4j is out of scope."""
     import uvicorn
 
     location = resolve_store(store_location)
     if not is_directory_location(location):
-        raise KGEngineError("kgengine serve needs an Oxigraph store directory, not a Neo4j URI")
+        raise KGEngineError(NO_NEO4J)
     if allow_update and token_file is None:
         raise KGEngineError("--allow-update needs --token-file: updates are only taken with its token")
     if allow_update and http_processes > 1:

@@ -34,6 +34,7 @@ which is what ``threads`` parallelises.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -97,6 +98,15 @@ def counting_engine(store: KGStore, graph: str, kind: str = "matrix") -> Countin
     return MatrixEngine(KGIndex.from_store(store, graph))
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it), the
+    default number of mining threads, as AMIE 3 defaults to the available processors."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class MiningOptions:
     min_conf: float = 0.3
@@ -108,7 +118,7 @@ class MiningOptions:
     constants: bool = False
     recursivity_limit: int = 3  # AMIE's -rl
     perfect_stop: bool = True  # do not refine rules of PCA confidence 1 (off: AMIE's -dpr)
-    threads: int = 1
+    threads: int = field(default_factory=available_cores)  # results identical whatever the number
 
     def validate(self) -> None:
         for name in ("min_conf", "min_pca", "min_hc"):

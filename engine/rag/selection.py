@@ -6,7 +6,7 @@ Triple vectors come from the graph's on-disk cache (:mod:`kgengine.rag.embedding
 once per graph load; answering a question encodes the question text only. Fallback: a
 candidate that is not in the cache (a triple not from this graph, or every candidate when
 the selector was made with ``build=False`` and no cache exists) is encoded at selection time
-and remembered for the selector's life; ``encoded_on_the_fly`` counts those triples.
+and remembered (up to ``EXTRA_LIMIT`` of them); ``encoded_on_the_fly`` counts those triples.
 
 Order: score descending, ties by the candidates' input order (deterministic)."""
 
@@ -25,6 +25,7 @@ from kgengine.rag.verbalise import Surface, SurfaceForms, parse_surface, verbali
 
 TOP_K_CHOICES = (10, 20, 30)  # the paper's K values
 DEFAULT_TOP_K = 10
+EXTRA_LIMIT = 100_000  # on-the-fly vectors a selector remembers (384 floats each)
 
 
 class SelectionError(KGEngineError):
@@ -113,6 +114,9 @@ class EmbeddingSelector:
             rows, missing = np.full(len(candidates), -1, dtype=np.int64), list(range(len(candidates)))
         unknown = [candidates[i] for i in missing if candidates[i] not in self._extra]
         if unknown:
+            if len(self._extra) + len(unknown) > EXTRA_LIMIT:  # bounded memory when uncached
+                self._extra.clear()
+                unknown = [candidates[i] for i in missing]
             encoded = self.encoder.encode([self.verbalise(t) for t in unknown])
             self._extra.update(zip(unknown, encoded, strict=True))
             self.encoded_on_the_fly += len(unknown)

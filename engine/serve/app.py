@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import pyoxigraph as ox
-from kgengine import terms
+from kgengine import sparqltext, terms
 from kgengine.errors import KGEngineError
 from kgengine.serve import formats, page
 from kgengine.serve.pool import PoolError, WorkerPool
@@ -236,6 +236,9 @@ class SparqlService:
             assert text is not None
             job = self._update_job(request, text, params) if kind == "update" else self._query_job(
                 request, text, params)
+            graph = request.path_params.get("graph")
+            if graph is not None:
+                await self._graph_dataset(job, graph, params)
             try:
                 header, body = await self.pool.run(job, self.settings.timeout, request.is_disconnected)
             except PoolError as exc:
@@ -245,6 +248,24 @@ class SparqlService:
         except HTTPError as exc:
             return PlainTextResponse(str(exc) + "\n", exc.status, headers=exc.headers)
 
+    async def _graph_dataset(self, job: dict[str, Any], graph: str, params: dict[str, list[str]]) -> None:
+        """The per-graph endpoint /graph/NAME/sparql: the default graph is NAME's facts (no
+        duplicates from other graphs, no labels in counts), its companion graph is the named
+        graph ``labels:``; protocol dataset parameters still replace this (SPARQL Protocol)."""
+        try:
+            header, body = await self.pool.run({"kind": "graph_iris", "graph": graph}, self.settings.timeout)
+        except PoolError as exc:
+            raise HTTPError(exc.status, str(exc)) from None
+        if header.get("status") != 200:
+            raise HTTPError(header.get("status", 500), header.get("error", "error") + " (`kgengine graphs` "
+                            "lists the graphs)")
+        iri, companion = json.loads(body)
+        job["prefixes"] = sparqltext.graph_prefixes(iri, companion)
+        if job["kind"] == "query" and "default_graphs" not in job:
+            job["default_graphs"], job["named_graphs"] = [iri], [iri, companion]
+        elif job["kind"] == "update" and not job["using_graphs"] and not job["using_named_graphs"]:
+            job["using_graphs"], job["using_named_graphs"] = [iri], [iri, companion]
+
     def _query_job(self, request: Request, text: str, params: dict[str, list[str]]) -> dict[str, Any]:
         if "using-graph-uri" in params or "using-named-graph-uri" in params:
             raise HTTPError(400, "using-graph-uri/using-named-graph-uri apply to updates; "
@@ -253,6 +274,7 @@ class SparqlService:
             "kind": "query", "query": text, "accept": request.headers.get("accept"),
             "max_rows": self.settings.max_rows, "max_bytes": self.settings.max_bytes,
             "base": self.settings.endpoint, "allow_service": self.settings.allow_service,
+            "prefixes": sparqltext.PREFIXES,
         }
         if "default-graph-uri" in params or "named-graph-uri" in params:
             job["default_graphs"] = graph_iris(params.get("default-graph-uri", []), "default-graph-uri")
@@ -274,7 +296,7 @@ class SparqlService:
                                  "not default-graph-uri/named-graph-uri")
         return {
             "kind": "update", "update": text, "base": self.settings.endpoint,
-            "allow_service": self.settings.allow_service,
+            "allow_service": self.settings.allow_service, "prefixes": sparqltext.PREFIXES,
             "using_graphs": graph_iris(params.get("using-graph-uri", []), "using-graph-uri"),
             "using_named_graphs": graph_iris(
                 params.get("using-named-graph-uri", []), "using-named-graph-uri"),
@@ -444,6 +466,7 @@ def create_app(settings: Settings) -> Starlette:
     routes = [
         Route("/sparql", service.sparql, methods=["GET", "POST"]),
         Route("/sparql/", service.sparql, methods=["GET", "POST"]),
+        Route("/graph/{graph:str}/sparql", service.sparql, methods=["GET", "POST"]),
         Route("/", service.page, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
     ]

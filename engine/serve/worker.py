@@ -22,7 +22,8 @@ import traceback
 from typing import Any, BinaryIO
 
 import pyoxigraph as ox
-from kgengine import sparqltext
+from kgengine import sparqltext, terms
+from kgengine.oxigraph_store import slot_iris
 from kgengine.serve import formats
 
 _LEN = struct.Struct(">I")
@@ -74,7 +75,7 @@ def run_query(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], byt
     if not job.get("allow_service") and "SERVICE" in found:
         raise Refused(403, "SERVICE (federated query) is disabled on this endpoint; "
                            "the server must be started with --allow-service")
-    options: dict[str, Any] = {"base_iri": job.get("base")}
+    options: dict[str, Any] = {"base_iri": job.get("base"), "prefixes": job.get("prefixes")}
     default, named = job.get("default_graphs"), job.get("named_graphs")
     if default is None and named is None:
         # like `kgengine query`: the default graph is the union of all graphs, unless the
@@ -114,7 +115,7 @@ def run_update(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], by
         raise Refused(403, "LOAD (fetching a remote document) is disabled on this endpoint; "
                            "the server must be started with --allow-service")
     text = sparqltext.add_using(text, job.get("using_graphs") or [], job.get("using_named_graphs") or [])
-    store.update(text, base_iri=job.get("base"))
+    store.update(text, base_iri=job.get("base"), prefixes=job.get("prefixes"))
     store.flush()
     return {"status": 204}, b""
 
@@ -122,6 +123,18 @@ def run_update(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], by
 def run_graphs(store: ox.Store) -> tuple[dict[str, Any], bytes]:
     names = sorted(g.value for g in store.named_graphs() if isinstance(g, ox.NamedNode))
     return {"status": 200, "type": "application/json"}, json.dumps(names).encode()
+
+
+def run_graph_iris(store: ox.Store, name: str) -> tuple[dict[str, Any], bytes]:
+    """The named graphs (facts, labels) that hold kgengine graph ``name`` now (its load
+    metadata says which slot is live), or 404."""
+    subject = ox.NamedNode(terms.graph_iri(name))
+    meta = {q.predicate.value: q.object.value
+            for q in store.quads_for_pattern(subject, None, None, ox.NamedNode(terms.META_GRAPH))}
+    if not meta:
+        raise Refused(404, f"no graph {name!r} in this store")
+    iris = slot_iris(name, meta.get(terms.VOCAB_NS + "slot", ""))
+    return {"status": 200, "type": "application/json"}, json.dumps(list(iris)).encode()
 
 
 def handle(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
@@ -133,6 +146,8 @@ def handle(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], bytes]
             return run_update(store, job)
         if kind == "graphs":
             return run_graphs(store)
+        if kind == "graph_iris":
+            return run_graph_iris(store, job["graph"])
         raise ValueError(f"unknown job kind {kind!r}")
     except Refused as exc:
         return {"status": exc.status, "error": str(exc)}, b""
