@@ -376,13 +376,13 @@ class OxigraphStore(NamedQueryStore):
         written by hand should name (they change with each ``--replace``)."""
         return slot_iris(graph, self._meta(graph).get("slot", ""))
 
-    def _live_graph_nodes(self) -> list[ox.NamedNode]:
+    def live_graph_iris(self) -> list[str]:
         """The metadata graph and every graph's live slot: the union that a query without
         ``--graph`` sees (a replace's staging slot and leftovers of a killed one excluded)."""
-        nodes = [ox.NamedNode(terms.META_GRAPH)]
+        iris = [terms.META_GRAPH]
         for info in self.graphs():
-            nodes.extend(ox.NamedNode(iri) for iri in self.data_graph_iris(info.name))
-        return nodes
+            iris.extend(self.data_graph_iris(info.name))
+        return iris
 
     # ---- loading --------------------------------------------------------------------------
     # A load reads (and so checks) all of its input first: a malformed line fails before the
@@ -460,7 +460,8 @@ class OxigraphStore(NamedQueryStore):
                 self._remove_meta(graph)
             raise
         meta.update(status="complete", triples=count)
-        progress.update(description=f"{graph}: switching to the new graph")
+        switching = "switching to the new graph" if swap else "marking the graph complete"
+        progress.update(description=f"{graph}: {switching}")
         self._set_meta(graph, meta)  # the commit point of a replace
         if swap:
             self._clear_slots(graph, [old_slot], progress, "removing the replaced graph")
@@ -607,7 +608,7 @@ class OxigraphStore(NamedQueryStore):
             elif "FROM" in sparqltext.keywords(text):
                 result = self._store.query(text)
             else:
-                live = self._live_graph_nodes()
+                live = [ox.NamedNode(iri) for iri in self.live_graph_iris()]
                 result = self._store.query(text, default_graph=live, named_graphs=live)
             if isinstance(result, ox.QueryBoolean):
                 return QueryResult(boolean=bool(result))

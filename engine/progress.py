@@ -35,9 +35,12 @@ class Reporter:
             self._progress.update(self._task, total=total, description=description)
 
     def start(self, description: str, total: int | None = None) -> None:
-        """A new phase: the count starts again from 0 towards ``total`` (None: unknown)."""
+        """A new phase: the count starts again from 0 towards ``total`` (None: unknown).
+        A reporter that only overrides ``update`` hears of it there."""
         if self._progress is not None and self._task is not None:
             self._progress.reset(self._task, total=total, description=description)
+        else:
+            self.update(total=total, description=description)
 
 
 NO_PROGRESS = Reporter()

@@ -159,7 +159,7 @@ def test_load_replace_and_drop_name_their_phases_with_totals(tmp_path: Path, dat
     first = cli("load", "family", "--path", str(family), "--store", store)
     assert first.exit_code == 0, first.output
     for phase in ("reading and checking the input", f"bulk loading: writing {len(lines):,} triples",
-                  "indexing and committing", "triples loaded"):
+                  "indexing and committing", "marking the graph complete", f"{len(lines):,} triples loaded"):
         assert f"family: {phase}" in first.stderr
     again = cli("load", "family", "--path", str(family), "--store", store, "--replace")
     assert "family: switching to the new graph" in again.stderr

@@ -246,3 +246,22 @@ def test_a_missing_graph_name_warns(store_dir: Path) -> None:
     result = query(store_dir, "ASK { GRAPH g:famly { ?s ?p ?o } }")
     assert result.exit_code == 0 and result.stdout.strip() == "false"
     assert f"warning: <{terms.graph_iri('famly')}> does not occur in the store" in result.stderr
+
+
+def test_graph_queries_follow_a_replaced_graph(tmp_path: Path) -> None:
+    """After `load --replace` the graph lives in its other named-graph slot: --graph, facts:
+    and labels: still find it, and the union has no copy of the old data."""
+    store = tmp_path / "store"
+    kg = tmp_path / "kg.tsv"
+    for rows in ("a\tr\tb\n", "a\tr\tb\nb\tr\tc\n"):
+        kg.write_text(rows)
+        loaded = CliRunner().invoke(cli, ["load", "tsv", "--path", str(kg), "--store", str(store),
+                                          "--graph", "tiny", "--replace"])
+        assert loaded.exit_code == 0, loaded.output
+    count = query(store, "--graph", "tiny", "--format", "json", "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+    assert json.loads(count.stdout) == [{"n": "2"}]
+    ids = query(store, "--graph", "tiny", "--format", "json",
+                "SELECT (COUNT(*) AS ?n) WHERE { GRAPH labels: { ?e kg:privateId ?id } }")
+    assert json.loads(ids.stdout) == [{"n": "3"}]
+    union = query(store, "--format", "json", "SELECT (COUNT(*) AS ?n) WHERE { ?s r:r ?o }")
+    assert json.loads(union.stdout) == [{"n": "2"}]

@@ -85,3 +85,18 @@ def test_serve_says_it_needs_an_oxigraph_store() -> None:
     assert result.exit_code == 1
     assert "SPARQL over Neo4j's property graph is out of scope" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_the_per_graph_endpoint_follows_a_replaced_graph(tmp_path: Path) -> None:
+    store, kg = tmp_path / "store", tmp_path / "kg.tsv"
+    for lines in ("a\tr\tb\n", "a\tr\tb\nb\tr\tc\n"):
+        kg.write_text(lines)
+        loaded = CliRunner().invoke(cli, ["load", "tsv", "--path", str(kg), "--store", str(store),
+                                          "--graph", "tiny", "--replace"])
+        assert loaded.exit_code == 0, loaded.output
+    with serve(store, "--workers", "1", log_dir=tmp_path) as running:
+        url = running.base + "/graph/tiny/sparql"
+        assert rows(url, "SELECT ?s ?o WHERE { ?s r:r ?o } ORDER BY ?s") == [
+            (terms.entity_iri("a"), terms.entity_iri("b")), (terms.entity_iri("b"), terms.entity_iri("c"))]
+        ids = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH labels: { ?e kg:privateId ?id } }"
+        assert rows(url, ids) == [("3",)]

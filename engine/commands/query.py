@@ -98,6 +98,7 @@ def query(text: str | None, query_file: str | None, store_location: str | None, 
     source = _read_text(text, query_file)
     deadline = None if timeout is None else time.monotonic() + timeout
     store = connect(store_location)
+    busy = False  # a Cypher query still running in its thread: closing the driver would wait
     try:
         language = "cypher" if cypher else "sparql"
         if store.query_language != language:
@@ -113,7 +114,11 @@ def query(text: str | None, query_file: str | None, store_location: str | None, 
         if cypher:
             if fmt in RDF_FORMATS:
                 raise KGEngineError(f"--format {fmt} is for SPARQL CONSTRUCT/DESCRIBE, not Cypher")
-            result = _in_thread(lambda: store.query(source, graph), deadline, timeout)
+            try:
+                result = _in_thread(lambda: store.query(source, graph), deadline, timeout)
+            except (QueryStopped, click.exceptions.Exit):
+                busy = True  # exiting closes the connection, and Neo4j then ends the transaction
+                raise
             _print_result(result, fmt)
             return
         dataset, prefixes = _dataset(store, graph, source)
@@ -122,7 +127,8 @@ def query(text: str | None, query_file: str | None, store_location: str | None, 
             click.echo(f"warning: {warning}", err=True)
         location = store.location
     finally:
-        store.close()
+        if not busy:
+            store.close()
     job: dict[str, Any] = {
         "kind": "query", "query": source, "prefixes": prefixes, "allow_service": True,
         "max_rows": UNLIMITED, "max_bytes": UNLIMITED,
@@ -217,8 +223,10 @@ def _in_worker(location: str, job: dict[str, Any], deadline: float | None,
     """Run ``job`` in a fresh worker process on the store; kill it on Ctrl-C or at the
     deadline. The worker is in its own process group, so a terminal's Ctrl-C reaches only
     this process, which stops the worker (no traceback from it)."""
+    # --writable: the worker holds the store's lock like every command that opens it, so a
+    # load cannot rewrite (and compact away) the files under a long query (docs/serve.md)
     process = subprocess.Popen(
-        [sys.executable, "-m", "kgengine.serve.worker", "--store", location],
+        [sys.executable, "-m", "kgengine.serve.worker", "--store", location, "--writable"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0,
     )
     assert process.stdin is not None and process.stdout is not None

@@ -15,7 +15,11 @@ pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head>
 <body><h1>kgengine SPARQL endpoint</h1>
 <p>Endpoint: <code>__ENDPOINT__</code> (SPARQL 1.1 Protocol; GET or POST).
 Graphs are named <code>http://kgengine.org/graph/NAME</code>; without <code>FROM</code> or
-<code>default-graph-uri</code> the default graph is the union of all graphs.
+<code>default-graph-uri</code> the default graph is the union of all graphs (a fact in two
+loaded variants comes back twice); <code>/graph/NAME/sparql</code> serves one graph (its labels
+in <code>GRAPH labels: { }</code>). Predeclared prefixes: <code>e:</code> entities,
+<code>r:</code> relations (ids percent-encoded: <code>r:%2Ffilm%2Ffilm%2Fgenre</code>),
+<code>g:</code> graphs, <code>kg:</code>, <code>rdf:</code>, <code>rdfs:</code>, <code>xsd:</code>.
 Limits: __LIMITS__.</p>
 <form id="f"><textarea id="q" name="query">SELECT ?g (COUNT(*) AS ?triples)
 WHERE { GRAPH ?g { ?s ?p ?o } }
