@@ -15,6 +15,7 @@ the ``[neo4j]`` table of the config file (:mod:`kgengine.config`)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,9 @@ from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text, relationship_type
 from kgengine.store import EmptyInputError, NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
+
+# The driver logs routing failures itself before raising; our StoreError says it once.
+logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 # Rows per UNWIND batch (one transaction each). Measured with bench/neo4j.py --batch-sizes
 # (FB15k-237 train, 272,115 triples, embedded Neo4j 5.26.31 with a 1 GiB heap, 2 shared

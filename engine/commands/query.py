@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import subprocess
 import sys
 import threading
@@ -35,10 +34,6 @@ RDF_FORMATS = {"nt": ("application/n-triples", "N-Triples"), "ttl": ("text/turtl
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 UNLIMITED = 2**62  # the worker's row and byte caps: a local query returns everything
 MAX_IRI_CHECKS = 50  # kgengine IRIs of one query looked up in the store (warnings)
-
-# the neo4j driver logs "Unable to retrieve routing information" before raising the error
-# that kgengine reports: without a handler of its own, Python prints that as a stray line
-logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 
 class QueryStopped(KGEngineError):
