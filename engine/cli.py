@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "brink": "kgengine.commands.brink:brink",
     "ask": "kgengine.commands.ask:ask",
     "entity": "kgengine.commands.explore:entity",
+    "neighbours": "kgengine.commands.explore:neighbours",
+    "export": "kgengine.commands.explore:export",
     "eval": "kgengine.commands.eval:eval_group",
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -75,9 +76,9 @@ def test_hit_at_1_over_seeded_samples(metaqa: dict[str, Path]) -> None:
 
 
 @pytest.mark.slow
-def test_heldout_patterns_are_kept_out_of_learning(metaqa: dict[str, Path]) -> None:
+def test_heldout_question_types_are_kept_out_of_learning(metaqa: dict[str, Path]) -> None:
     out = metaqa["root"] / "heldout"
-    run(metaqa, out, "--heldout-share", "0.3", "--heldout-seed", "1")
+    run(metaqa, out, "--heldout-share", "0.3", "--heldout-seed", "1", "--heldout-by", "qtype")
     summary = json.loads((out / "summary.json").read_text())
     info = next(iter(summary["question_set_info"].values()))
     held = set(info["heldout_patterns"])
@@ -90,3 +91,21 @@ def test_heldout_patterns_are_kept_out_of_learning(metaqa: dict[str, Path]) -> N
     assert len(records) == sum(1 for t in test_types if t in held)  # only held-out patterns scored
     assert {r["gold"]["pattern"] for r in records} <= held
     assert all(r["train"].endswith("heldout/2-hop/qa_dev.txt") for r in records)
+
+
+@pytest.mark.slow
+def test_heldout_text_patterns_are_kept_out_of_learning(metaqa: dict[str, Path]) -> None:
+    out = metaqa["root"] / "heldout-patterns"
+    run(metaqa, out, "--heldout-share", "0.3", "--heldout-seed", "1")
+    info = next(iter(json.loads((out / "summary.json").read_text())["question_set_info"].values()))
+    held = set(info["heldout_patterns"])
+
+    def template(line: str) -> str:  # independent of the code: text with the [mention] replaced
+        text = line.split("\t")[0]
+        return " ".join(re.sub(r"\[[^\]]+\]", "<e>", text).lower().split())
+
+    trained = {template(line) for line in (out / "heldout" / "2-hop" / "qa_dev.txt").read_text().splitlines()}
+    assert held and len({template(p.replace("<E>", "[x]")) for p in held} & trained) == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    scored = {template(r["question"]) for r in records}
+    assert records and scored <= {template(p.replace("<E>", "[x]")) for p in held}

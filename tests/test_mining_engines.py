@@ -63,7 +63,8 @@ def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: py
     in Python, stay the same."""
     data, store = fb_subset
     triples = list(data.triples)
-    options = replace(FB_OPTIONS, max_len=4)
+    # one thread: forked mining workers would not see the patched block size nor the counter
+    options = replace(FB_OPTIONS, max_len=4, threads=1)
     whole = mine(MatrixEngine(KGIndex(triples)), options)
     monkeypatch.setattr(matrix, "_CHUNK_ROWS", 64)
     free_pairs = []

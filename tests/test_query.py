@@ -197,7 +197,8 @@ def test_a_long_parser_message_is_cut_to_its_place(store_dir: Path) -> None:
     assert len(lines[0]) < 200
 
 
-@pytest.mark.parametrize("command", [["query", "--cypher", "RETURN 1"], ["graphs"], ["stats", "--graph", "g"]])
+@pytest.mark.parametrize("command", [["query", "--cypher", "RETURN 1"], ["graphs"],
+                                     ["stats", "--graph", "g"]])
 def test_a_neo4j_uri_with_nothing_listening_prints_one_message(command: list[str]) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -41,6 +41,9 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
               help="MetaQA held-out patterns: this seeded share of question patterns is removed from "
               "the training questions, and only test questions of those patterns are scored.")
 @click.option("--heldout-seed", default=0, type=int, help="Seed choosing the held-out patterns.")
+@click.option("--heldout-by", type=click.Choice(["pattern", "qtype"]), default="pattern", show_default=True,
+              help="What is held out: question text patterns (the topic mention replaced), or whole "
+              "MetaQA question types (relation paths never seen in learning: harder).")
 @click.option("--ceiling/--no-ceiling", default=True,
               help="MetaQA: report the answerable ceiling (gold answer within the hop count in the KB).")
 @click.option("--labels", type=click.Choice(["private", "dataset", "text"]), default=None,
@@ -57,7 +60,8 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
 def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str | None,
                methods: tuple[str, ...], graph_specs: tuple[str, ...], hops: str | None, top_k: str | None,
                train_path: Path | None, sample: int | None, seeds: str | None, heldout_share: float | None,
-               heldout_seed: int, ceiling: bool, labels: str | None, extra_options: tuple[str, ...],
+               heldout_seed: int, heldout_by: str, ceiling: bool, labels: str | None,
+               extra_options: tuple[str, ...],
                split_on_spaces: bool, plots: bool, out_dir: Path | None, store_location: str | None) -> None:
     """Evaluate `kgengine ask` methods on question sets: strict BRINK metrics (the official
     evaluator's semantics), MetaQA Hit@1, complete vs incomplete KGs, seeded samples, sweeps.
@@ -79,7 +83,8 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         question_specs=question_specs, split=split,
         methods=tuple(m.strip() for v in (methods or ("offline",)) for m in v.split(",") if m.strip()),
         graph_specs=graph_specs, hops=hops, top_k=top_k, train=train_path, sample=sample, seeds=seeds,
-        heldout_share=heldout_share, heldout_seed=heldout_seed, ceiling=ceiling, labels=labels,
+        heldout_share=heldout_share, heldout_seed=heldout_seed, heldout_by=heldout_by, ceiling=ceiling,
+        labels=labels,
         extra_options=extra_options, split_on_spaces=split_on_spaces, plots=plots, out_dir=out_dir,
     )
     from kgengine.rag.answerers import METHODS

@@ -30,6 +30,7 @@ from kgengine.eval.questions import (
 )
 from kgengine.eval.report import write_reports
 from kgengine.eval.runner import RESULTS, AnswererFactory, ResultLog, run_plan, store_factory
+from kgengine.rag.paths import pattern_of
 from kgengine.store import KGStore
 
 Log = Callable[[str], None]
@@ -53,6 +54,7 @@ class EvalRequest:
     seeds: str | None = None
     heldout_share: float | None = None
     heldout_seed: int = 0
+    heldout_by: str = "pattern"  # "pattern": question text templates; "qtype": MetaQA question types
     ceiling: bool = True
     labels: str | None = None
     extra_options: Sequence[str] = ()
@@ -75,13 +77,29 @@ def parse_options(values: Sequence[str]) -> dict[str, Any]:
 
 
 # ---- MetaQA held-out patterns -----------------------------------------------------------------
-def heldout_set(qset: QuestionSet, share: float, seed: int, out_dir: Path) -> QuestionSet:
-    """Only test questions of a seeded share of patterns; the answerer learns from a copy of
-    the training file without those patterns (written under ``out_dir/heldout``)."""
+HELDOUT_BY = ("pattern", "qtype")
+
+
+def heldout_key(question: EvalQuestion, by: str) -> str | None:
+    """What is held out: a question's text pattern (its text with the topic mention replaced,
+    as the answerer learns it) or its MetaQA question type (a whole relation path: harder,
+    the answerer never saw a question of that relation path)."""
+    if by == "qtype":
+        return question.pattern
+    return pattern_of(question.question.text, question.question.topic_entity)
+
+
+def heldout_set(qset: QuestionSet, share: float, seed: int, out_dir: Path,
+                by: str = "pattern") -> QuestionSet:
+    """Only test questions of a seeded share of patterns (``by``: text patterns or question
+    types); the answerer learns from a copy of the training file without those patterns
+    (written under ``out_dir/heldout``)."""
     if qset.is_brink or qset.train is None:
         raise KGEngineError(f"--heldout-share: {qset.name} is not a MetaQA set with a dev split")
+    if by not in HELDOUT_BY:
+        raise KGEngineError(f"--heldout-by {by!r}: choose one of {', '.join(HELDOUT_BY)}")
     train_questions = list(load_question_set(str(qset.train)).questions)
-    patterns = [q.pattern for q in (*qset.questions, *train_questions) if q.pattern]
+    patterns = [k for q in (*qset.questions, *train_questions) if (k := heldout_key(q, by))]
     if len(patterns) < len(qset.questions):
         raise KGEngineError(f"--heldout-share: {qset.name} has no question patterns (qtype files)")
     held = heldout_patterns(patterns, share, seed)
@@ -91,17 +109,17 @@ def heldout_set(qset: QuestionSet, share: float, seed: int, out_dir: Path) -> Qu
     kept_lines, kept_types = [], []
     source = qset.train.read_text(encoding="utf-8").splitlines()
     for q in train_questions:
-        if q.pattern not in held:
+        if heldout_key(q, by) not in held:
             line_no = int(q.source.rsplit(":", 1)[1])
             kept_lines.append(source[line_no - 1])
             kept_types.append(q.pattern or "")
     train = folder / "qa_dev.txt"
     train.write_text("".join(line + "\n" for line in kept_lines), encoding="utf-8")
     (folder / "qa_dev_qtype.txt").write_text("".join(t + "\n" for t in kept_types), encoding="utf-8")
-    questions = tuple(q for q in qset.questions if q.pattern in held)
+    questions = tuple(q for q in qset.questions if heldout_key(q, by) in held)
     return replace(qset, name=f"{qset.name}/heldout", questions=questions, train=train,
                    meta={**qset.meta, "heldout_patterns": sorted(held), "heldout_seed": seed,
-                         "heldout_share": share, "train_questions": len(kept_lines)})
+                         "heldout_share": share, "heldout_by": by, "train_questions": len(kept_lines)})
 
 
 # ---- graphs -----------------------------------------------------------------------------------
@@ -190,7 +208,8 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
                 moved = reexpress_jsonl(s.train, out_dir / f"train_{s.meta['surface']}.jsonl", s.surface)
                 sets[i] = replace(s, train=moved)
     if request.heldout_share is not None:
-        sets = [heldout_set(s, request.heldout_share, request.heldout_seed, out_dir) for s in sets]
+        sets = [heldout_set(s, request.heldout_share, request.heldout_seed, out_dir, request.heldout_by)
+                for s in sets]
     for s in sets:
         if not s.questions:
             raise KGEngineError(f"question set {s.name} is empty")
