@@ -41,8 +41,7 @@ import random
 import resource
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from kgengine.loaders import read_dataset
@@ -58,30 +57,15 @@ from kgengine.rag.retrieval import DEFAULT_HUB_CAP, KHopRetriever
 from kgengine.rag.selection import TOP_K_CHOICES, EmbeddingSelector
 
 ROOT = Path(__file__).resolve().parent.parent
-METAQA = Path(os.environ.get("KGENGINE_SHARED", ROOT.parent / "shared")) / "datasets" / "metaqa"
+sys.path.insert(0, str(ROOT / "tests"))  # the shared-data lookup and the Neo4j launcher
+from neo4j_server import bench_server as neo4j_server
+from shared_data import DATASETS
+
+METAQA = DATASETS / "metaqa"
 RESULTS = ROOT / "bench" / "results" / "ask.json"
 GRAPH = "bench-ask-metaqa"
 HOPS = (1, 2, 3)
 WARM_UP = 20  # untimed calls first (plan caches, JIT, page cache)
-
-
-@contextmanager
-def neo4j_server(uri: str | None) -> Iterator[tuple[str, tuple[str, str] | None, str]]:
-    """(uri, auth or None for the environment's, description), as bench/neo4j.py."""
-    if uri:
-        yield uri, None, "given server"
-        return
-    sys.path.insert(0, str(ROOT / "tests"))
-    import secrets
-
-    from neo4j_server import NEO4J_VERSION, LauncherProcess, prepare
-
-    password = "kg-" + secrets.token_hex(8)
-    launcher = LauncherProcess(prepare(), password)
-    try:
-        yield launcher.wait_ready(), ("neo4j", password), f"embedded Neo4j {NEO4J_VERSION} Community"
-    finally:
-        launcher.stop()
 
 
 def percentile(values: list[float], q: float) -> float:

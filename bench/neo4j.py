@@ -31,12 +31,9 @@ import json
 import os
 import platform
 import random
-import secrets
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from kgengine.loaders import read_dataset
@@ -48,27 +45,11 @@ from kgengine.store import KGStore
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
+from neo4j_server import bench_server as neo4j_server  # noqa: E402
 from shared_data import DATASETS as SHARED  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "neo4j.json"
 GRAPH_PREFIX = "bench-"
-
-
-@contextmanager
-def neo4j_server(uri: str | None) -> Iterator[tuple[str, tuple[str, str] | None, str]]:
-    """(uri, auth or None for the environment's, description)."""
-    if uri:
-        yield uri, None, "given server"
-        return
-    sys.path.insert(0, str(ROOT / "tests"))
-    from neo4j_server import NEO4J_VERSION, LauncherProcess, prepare
-
-    password = "kg-" + secrets.token_hex(8)
-    launcher = LauncherProcess(prepare(), password)
-    try:
-        yield launcher.wait_ready(), ("neo4j", password), f"embedded Neo4j {NEO4J_VERSION} Community"
-    finally:
-        launcher.stop()
 
 
 def timed_load(store: KGStore, graph: str, dataset: str, path: Path) -> dict[str, Any]:

@@ -180,6 +180,21 @@ def docker_answers(timeout: float = 3.0) -> bool:
 
 
 @contextmanager
+def bench_server(uri: str | None) -> Iterator[tuple[str, tuple[str, str] | None, str]]:
+    """For the benchmarks: (uri, auth or None for the environment's, description) of the
+    server at ``uri``, or of an embedded one started for the run."""
+    if uri:
+        yield uri, None, "given server"
+        return
+    password = "kg-" + secrets.token_hex(8)
+    launcher = LauncherProcess(prepare(), password)
+    try:
+        yield launcher.wait_ready(), ("neo4j", password), f"embedded Neo4j {NEO4J_VERSION} Community"
+    finally:
+        launcher.stop()
+
+
+@contextmanager
 def _server() -> Iterator[tuple[str, str, str, str]]:
     """(uri, user, password, origin) of the first source that works."""
     uri = os.environ.get("NEO4J_URI")

@@ -107,7 +107,7 @@ def build_offline(store: KGStore, graph: str, options: AskOptions, *, log: Log =
         log(f"rules: {rules.origin}")
     relations = [row["r"] for row in store.run("relation_counts", graph)]
     encoder = _encoder(options.embedding_model) if options.zero_shot_embeddings else None
-    zero_shot = ZeroShotLinker(store, graph, relations, _relation_labels(store, graph), encoder,
+    zero_shot = ZeroShotLinker(store, graph, relations, store.relation_labels(graph), encoder,
                                max_hops=options.hops)
     model: PathModel | None = None
     resolve = _resolver(linker)
@@ -184,14 +184,6 @@ def _learn(store: KGStore, graph: str, options: AskOptions, resolve: Callable[[s
     return model
 
 
-def _relation_labels(store: KGStore, graph: str) -> dict[str, str]:
-    reader = getattr(store, "relation_labels", None)  # a newer store protocol method
-    if reader is None:
-        return {}
-    try:
-        return dict(reader(graph))
-    except KeyError:  # the store's query files predate relation labels
-        return {}
 
 
 def _encoder(model: str | None) -> Callable[[Sequence[str]], np.ndarray]:
