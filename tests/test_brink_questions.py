@@ -4,6 +4,7 @@ templates (pure)."""
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 
 import pytest
@@ -87,6 +88,15 @@ def test_answer_completion_follows_the_asked_direction() -> None:
     assert index.answers(item("7", "aunt", "72", QuestionDirection.INVERSE)) == ["7", "8"]
     # "Whose aunt is 7?" (topic = head): every t with aunt(7, t)
     assert index.answers(item("7", "aunt", "72", QuestionDirection.FORWARD)) == ["72", "73"]
+
+
+def test_answer_index_for_some_items_answers_them_as_the_whole_index_does() -> None:
+    rng = random.Random(4)
+    kg = [T(str(rng.randrange(30)), rng.choice("pqr"), str(rng.randrange(30))) for _ in range(400)]
+    asked = [item(t.head, t.relation, t.tail, d) for t in kg[::13] for d in QuestionDirection]
+    whole, lean = AnswerIndex(kg), AnswerIndex(kg, asked)
+    assert all(lean.answers(i) == whole.answers(i) for i in asked)
+    assert sum(map(len, lean._out.values())) < sum(map(len, whole._out.values()))
 
 
 @settings(max_examples=50, deadline=None)

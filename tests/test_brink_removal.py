@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kgengine.brink.build import BuildOptions, build_brink
 from kgengine.brink.removal import (
     Grounding,
+    KGWithout,
     Selection,
     ground,
     removal_violations,
@@ -139,6 +140,15 @@ def test_remove_keeps_one_removed_triple_for_several_groundings_of_it() -> None:
     removal = remove([one, two])
     assert removal.kept == (one, two)
     assert removal.removed == (T("a", "h", "b"),)
+
+
+def test_kg_without_is_the_set_difference() -> None:
+    rng = random.Random(2)
+    complete = {Triple(str(rng.randrange(20)), "r", str(rng.randrange(20))) for _ in range(150)}
+    removed = set(rng.sample(sorted(complete), 30))
+    view = KGWithout(complete, removed)
+    assert set(view) == complete - removed and len(view) == len(complete - removed)
+    assert all((t in view) == (t in complete - removed) for t in complete)
 
 
 def test_violations_catch_a_broken_removal() -> None:

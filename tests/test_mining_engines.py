@@ -58,15 +58,17 @@ def test_engines_agree_on_fb15k237_subset(fb_subset) -> None:
 @pytest.mark.slow
 def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: pytest.MonkeyPatch) -> None:
     """At max-len 4 the matrix engine counts big heads in blocks of head bindings and closes
-    two unrelated fresh variables relation by relation (memory bounds): with tiny blocks every
-    head relation is split, and the rules, and their measures against substitutions enumerated
-    in Python, stay the same."""
+    two unrelated fresh variables relation by relation where fixing one of them would pair too
+    many values (memory bounds): with tiny blocks and that path forced, every head relation is
+    split, and the rules (the same as with the default paths), and their measures against
+    substitutions enumerated in Python, stay the same."""
     data, store = fb_subset
     triples = list(data.triples)
     # one thread: forked mining workers would not see the patched block size nor the counter
     options = replace(FB_OPTIONS, max_len=4, threads=1)
     whole = mine(MatrixEngine(KGIndex(triples)), options)
     monkeypatch.setattr(matrix, "_CHUNK_ROWS", 64)
+    monkeypatch.setattr(matrix, "_FIX_FREE_PAIRS", 0)  # the relation-by-relation path
     free_pairs = []
     original = MatrixEngine._free_pair_counts
 

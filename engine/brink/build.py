@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -33,6 +33,7 @@ from kgengine.brink.questions import (
 )
 from kgengine.brink.removal import (
     Grounding,
+    KGWithout,
     Removal,
     Selection,
     ground,
@@ -266,8 +267,12 @@ def question_record(
 
 # ---- files --------------------------------------------------------------------------------
 def write_kg(path: Path, triples: Iterable[Triple], surface: Mapping[str, str]) -> None:
-    lines = sorted("\t".join(surface_triple(t, surface)) for t in triples)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """One sorted TAB line per triple. Sorted as tuples, the order of the lines (TAB sorts
+    before any character of a name), without a second copy of the KG as strings."""
+    ordered = sorted(surface_triple(t, surface) for t in triples)
+    with path.open("w", encoding="utf-8") as fh:
+        for start in range(0, len(ordered), 1 << 16):
+            fh.write("".join("\t".join(t) + "\n" for t in ordered[start : start + (1 << 16)]))
 
 
 MEASURES = ("support", "head_coverage", "std_confidence", "pca_confidence", "body_size",
@@ -342,7 +347,7 @@ def build_brink(
 
     selections = all_groundings(store, graph, rules, options, progress, log)
     removal = remove(g for s in selections for g in s.selected)
-    incomplete = complete - set(removal.removed)
+    incomplete = KGWithout(complete, removal.removed)
     problems = removal_violations(complete, incomplete, removal)
     if problems:  # a bug, never bad input: say what broke
         raise KGEngineError("removal broke BRINK's constraints: " + "; ".join(problems[:5]))
@@ -364,7 +369,7 @@ def build_brink(
     # answer's name is inside the topic's or the relation's words (text labels: "USA" in
     # "USA Today"; a self-loop): such an item cannot be asked safely and goes before
     # balancing, so τ·|Q| counts only real questions. The template is also the LLM's fallback.
-    index = AnswerIndex(complete)
+    index = AnswerIndex(complete, items)
     answers = {item: index.answers(item) for item in items}
     template = {item: template_for(item, surface, options.relation_labels) for item in items}
     askable = [i for i in items if not any(mentions(template[i], surface[a]) for a in answers[i])]
@@ -421,7 +426,7 @@ def build_brink(
 def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
            writer: LLMQuestionWriter | None, rules: Sequence[Rule], selections: Sequence[RuleSelection],
            removal: Removal, complete: set[Triple],
-           incomplete: set[Triple], splits: Mapping[str, Sequence[QuestionItem]],
+           incomplete: KGWithout, splits: Mapping[str, Sequence[QuestionItem]],
            items: Sequence[QuestionItem], askable: Sequence[QuestionItem],
            balanced: Sequence[QuestionItem], records: Sequence[Mapping[str, Any]],
            texts: Sequence[tuple[str, str]], answerability: Answerability, started: float,
@@ -469,13 +474,24 @@ def _stats(store: KGStore, graph: str, dataset: str, options: BuildOptions,
     return stats
 
 
+class _Published:
+    """The surface triples of a KG, re-iterable (a load reads its input twice) and never
+    held as a list: the checker's scratch store does not need them sorted."""
+
+    def __init__(self, triples: Iterable[Triple], surface: Mapping[str, str]) -> None:
+        self.triples, self.surface = triples, surface
+
+    def __iter__(self) -> Iterator[Triple]:
+        return (surface_triple(t, self.surface) for t in self.triples)
+
+
 def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rule], removal: Removal,
-                   complete: set[Triple], incomplete: set[Triple], surface: Mapping[str, str],
+                   complete: set[Triple], incomplete: KGWithout, surface: Mapping[str, str],
                    options: BuildOptions, out_dir: Path, progress: bool, log: Log) -> Answerability:
     """Load the published KGs into the store (``--load``) and check there, or check in a
     throwaway embedded Oxigraph store holding the incomplete KG."""
 
-    def published(triples: set[Triple]) -> list[Triple]:
+    def published(triples: Iterable[Triple]) -> list[Triple]:
         return sorted(surface_triple(t, surface) for t in triples)
 
     def run(check_store: KGStore, check_graph: str) -> Answerability:
@@ -503,7 +519,7 @@ def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rul
     scratch = Path(tempfile.mkdtemp(prefix="kgengine-brink-check-"))
     try:
         with open_store(str(scratch), create=True) as check_store:
-            check_store.load("incomplete", published(incomplete), dataset="brink")
+            check_store.load("incomplete", _Published(incomplete, surface), dataset="brink")
             return run(check_store, "incomplete")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -98,12 +98,24 @@ def balance(items: Sequence[QuestionItem], tau: float, seed: int) -> list[Questi
 class AnswerIndex:
     """(entity, relation) → the entities completing it, both directions, from a KG."""
 
-    def __init__(self, triples: Iterable[Triple]) -> None:
+    def __init__(self, triples: Iterable[Triple], items: Iterable[QuestionItem] | None = None) -> None:
+        """With ``items``, only what they ask is indexed (a whole Wikidata5m-sized KG in
+        two dicts of sets would not fit the memory a build is allowed)."""
         self._out: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._in: dict[tuple[str, str], set[str]] = defaultdict(set)
+        if items is None:
+            for h, r, t in triples:
+                self._out[(h, r)].add(t)
+                self._in[(t, r)].add(h)
+            return
+        wanted = list(items)
+        forward = {(i.topic, i.triple.relation) for i in wanted if i.direction == QuestionDirection.FORWARD}
+        inverse = {(i.topic, i.triple.relation) for i in wanted if i.direction != QuestionDirection.FORWARD}
         for h, r, t in triples:
-            self._out[(h, r)].add(t)
-            self._in[(t, r)].add(h)
+            if (h, r) in forward:
+                self._out[(h, r)].add(t)
+            if (t, r) in inverse:
+                self._in[(t, r)].add(h)
 
     def answers(self, item: QuestionItem) -> list[str]:
         """Every entity completing (topic, relation) in the asked direction (§3.2 answer set

@@ -24,7 +24,7 @@ from kgengine.mining.search import (
     available_cores,
     counting_engine,
 )
-from kgengine.progress import progress_bar
+from kgengine.progress import PhaseLog, progress_bar
 from kgengine.store import resolve_graph
 from rich.console import Console
 from rich.table import Table
@@ -99,13 +99,25 @@ def mine(store_location: str | None, graph: str | None, min_conf: float, min_pca
     store = connect(store_location)
     try:
         name = resolve_graph(store, graph)
-        engine = counting_engine(store, name, engine_name)
+        interactive = show_progress()
+        log = None if interactive else PhaseLog(every=10.0)  # without a terminal: log lines
+        total = store.require_graph(name).triples if engine_name == "matrix" else 0
+        with progress_bar(f"reading graph {name}", total=total or None,
+                          enabled=interactive and bool(total)) as reading:
+            if log is not None and total:
+                reading = log
+                log.start(f"reading graph {name} into the matrix index", total)
+            engine = counting_engine(store, name, engine_name, reading.advance)
         miner = Miner(engine, options)
         heads = miner.heads()
-        with progress_bar(f"mining {name}", total=len(heads), enabled=show_progress()) as bar:
+        with progress_bar(f"mining {name}", total=len(heads), enabled=interactive) as bar:
+            if log is not None:
+                bar = log
+                log.start(f"mining {name}: {len(heads)} head relations", len(heads))
 
             def done(result: HeadResult) -> None:
-                bar.update(description=f"mining {name}: {result.relation} ({len(result.rules)} rules)")
+                if log is None:  # a log gets the count and ETA lines only
+                    bar.update(description=f"mining {name}: {result.relation} ({len(result.rules)} rules)")
                 bar.advance()
 
             try:

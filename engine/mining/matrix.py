@@ -23,8 +23,11 @@ Read-only after construction: ``--threads`` forks worker processes that share th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +41,23 @@ from scipy.sparse import _sparsetools
 # rows per chunk when counting body sizes: bounds the memory of one sparse product, and lets
 # a capped count stop early
 _CHUNK_ROWS = 4096
+# nonzeros one message (a sparse rows x entities matrix) may hold before its block is halved:
+# ~200 MB with its intermediates; a hub entity's neighbours are what reaches it
+_MESSAGE_BUDGET = 16_000_000
+_BUILD_CHUNK = 1 << 18  # triples per step of the index build (and of its progress)
+# a free variable tied only to fixed ones is found by walking the fixed one's neighbours when
+# its own values would be this many times more (a binary search per neighbour vs ~10 ns each)
+_WALK_NEIGHBOURS = 8
+# two unrelated free variables of a closing atom are counted by fixing one of them when their
+# value pairs over all rows are at most this many, else relation by relation (memory)
+_FIX_FREE_PAIRS = 4_000_000
+T = TypeVar("T")
+
+
+def _batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
@@ -84,68 +104,177 @@ def _wrap_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
     return out
 
 
-class KGIndex:
-    """Integer index of one graph: per-relation CSR adjacency, incidence matrices, the sorted
-    fact-pair index and per-relation statistics (cached: they are asked for constantly)."""
+class MessageTooLarge(Exception):
+    """A message of the block being evaluated would pass the memory budget: the caller splits
+    the block in two and evaluates the halves (hub entities are why; see ``_in_blocks``)."""
 
-    def __init__(self, triples: Iterable[Triple]) -> None:
+
+_GUARD = threading.local()  # whether the budget applies (off for a single-row block)
+
+
+def _check_budget(nonzeros: int) -> None:
+    if nonzeros > _MESSAGE_BUDGET and getattr(_GUARD, "on", False):
+        raise MessageTooLarge(nonzeros)
+
+
+class Adjacency:
+    """One relation read in one direction: a CSR matrix over the entities that have an edge
+    (its ``domain``, sorted) rather than over all n entities. A full n x n CSR per relation
+    keeps n + 1 row offsets even for a relation of ten facts: 2 x 822 of them are ~30 GB on
+    Wikidata5m's 4.6M entities; this costs the facts and the domain only."""
+
+    __slots__ = ("domain", "lookup", "matrix", "n")
+
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, n: int, lookup: bool = False) -> None:
+        self.n = n
+        self.domain, local = np.unique(rows, return_inverse=True)
+        k = len(self.domain)
+        # one more row, always empty: entities outside the domain gather it
+        self.matrix = _csr(local, cols, (k + 1, n))
+        # entity -> local row as an array (4n bytes) where the index can afford it: a lookup
+        # is several times faster than the binary search
+        self.lookup: np.ndarray | None = None
+        if lookup:
+            self.lookup = np.full(n, k, dtype=np.int64)
+            self.lookup[self.domain] = np.arange(k)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.matrix.nnz)
+
+    def positions(self, entities: np.ndarray) -> np.ndarray:
+        """Local row of each entity; the empty last row for an entity outside the domain."""
+        if self.lookup is not None:
+            return self.lookup[entities]
+        k = len(self.domain)
+        if k == 0:
+            return np.zeros(len(entities), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.domain, entities), k - 1)
+        return np.where(self.domain[pos] == entities, pos, k)
+
+    def degrees(self, entities: np.ndarray) -> np.ndarray:
+        pos = self.positions(entities)
+        return self.matrix.indptr[pos + 1] - self.matrix.indptr[pos]
+
+    def gather(self, entities: np.ndarray) -> sp.csr_matrix:
+        """len(entities) x n: each entity's neighbours (``A[entities]`` of the full matrix)."""
+        pos = self.positions(np.asarray(entities, dtype=np.int64))
+        _check_budget(int((self.matrix.indptr[pos + 1] - self.matrix.indptr[pos]).sum()))
+        return gather_rows(self.matrix, pos)
+
+    def row(self, entity: int) -> np.ndarray:
+        pos = int(self.positions(np.array([entity]))[0])
+        return self.matrix.indices[self.matrix.indptr[pos] : self.matrix.indptr[pos + 1]]
+
+    def domain_mask(self) -> np.ndarray:
+        mask = np.zeros(self.n, dtype=bool)
+        mask[self.domain] = True
+        return mask
+
+    def reachable(self, sources: np.ndarray | None) -> np.ndarray:
+        """Bool mask of the entities one step from ``sources`` (a bool mask; None: anywhere)."""
+        mask = np.zeros(self.n, dtype=bool)
+        if sources is None:
+            mask[self.matrix.indices] = True
+        else:
+            mask[self.gather(np.nonzero(sources)[0]).indices] = True
+        return mask
+
+    def times(self, message: sp.csr_matrix) -> sp.csr_matrix:
+        """``message @ A`` (path counts) for a rows x n message: its columns are mapped to the
+        domain's local rows, the ones outside the domain dropped, before the product."""
+        message = message.tocsr()
+        pos = self.positions(message.indices.astype(np.int64))
+        _check_budget(int((self.matrix.indptr[pos + 1] - self.matrix.indptr[pos]).sum()))
+        local = _wrap_csr(message.data, pos.astype(message.indices.dtype), message.indptr,
+                          (message.shape[0], len(self.domain) + 1))
+        return local @ self.matrix
+
+    def intersect(self, other: Adjacency) -> Adjacency:
+        """The pairs in both (two atoms on the same two variables)."""
+        mine, theirs = self.keys(), other.keys()
+        both = np.intersect1d(mine, theirs, assume_unique=True)
+        return Adjacency(both // self.n, both % self.n, self.n, self.lookup is not None)
+
+    def keys(self) -> np.ndarray:
+        rows = np.repeat(self.domain, np.diff(self.matrix.indptr)[:-1])
+        return rows * self.n + self.matrix.indices.astype(np.int64)
+
+
+class KGIndex:
+    """Integer index of one graph: per-relation adjacency in both directions, incidence
+    matrices, the sorted fact-pair index and per-relation statistics (cached: they are asked
+    for constantly). Built from a stream of triples in chunks: memory is the index's numpy
+    arrays plus the entity-name table, never a Python object per triple."""
+
+    def __init__(self, triples: Iterable[Triple], on_read: Callable[[int], None] | None = None) -> None:
         entity_ids: dict[str, int] = {}
         relation_ids: dict[str, int] = {}
-        heads, rels, tails = [], [], []
-        for h, r, t in triples:
-            heads.append(entity_ids.setdefault(h, len(entity_ids)))
-            tails.append(entity_ids.setdefault(t, len(entity_ids)))
-            rels.append(relation_ids.setdefault(r, len(relation_ids)))
+        chunks: list[np.ndarray] = []
+        entity, relation = entity_ids.setdefault, relation_ids.setdefault
+        for batch in _batched(triples, _BUILD_CHUNK):
+            # ids in order of first appearance (head, then tail, triple by triple)
+            ends = [entity(e, len(entity_ids)) for h, _, t in batch for e in (h, t)]
+            rels = [relation(r, len(relation_ids)) for _, r, _ in batch]
+            ids = np.empty((len(batch), 3), dtype=np.int64)
+            ids[:, [0, 2]] = np.array(ends, dtype=np.int64).reshape(-1, 2)
+            ids[:, 1] = rels
+            chunks.append(ids)
+            if on_read is not None:
+                on_read(len(batch))
         self.entities = list(entity_ids)
         self.entity_ids = entity_ids
         # relations sorted by name so that ids (and every tie-break) are reproducible
         self.relations = sorted(relation_ids)
-        remap = np.array([0] * len(relation_ids), dtype=np.int64)
+        remap = np.zeros(len(relation_ids), dtype=np.int64)
         for name, old in relation_ids.items():
             remap[old] = self.relations.index(name)
         self.relation_ids = {name: i for i, name in enumerate(self.relations)}
         n = self.n = len(self.entities)
         nrel = len(self.relations)
-        s = np.asarray(heads, dtype=np.int64)
-        o = np.asarray(tails, dtype=np.int64)
-        r = remap[np.asarray(rels, dtype=np.int64)] if rels else np.zeros(0, dtype=np.int64)
-        # set semantics: a triple given twice is one fact
-        if len(s):
-            key = (r * n + s) * n + o
-            key = np.unique(key)
-            o = key % n
-            s = (key // n) % n
-            r = key // (n * n)
-        self.fwd: list[sp.csr_matrix] = []
-        self.bwd: list[sp.csr_matrix] = []
+        ids = np.concatenate(chunks) if chunks else np.zeros((0, 3), dtype=np.int64)
+        del chunks
+        # set semantics: a triple given twice is one fact; sorted by (relation, subject, object)
+        key = (remap[ids[:, 1]] * n + ids[:, 0]) * n + ids[:, 2]
+        del ids
+        key = np.unique(key)
+        o = key % n
+        s = (key // n) % n
+        r = key // (n * n)
+        del key
+        self.fwd: list[Adjacency] = []
+        self.bwd: list[Adjacency] = []
         self.rel_keys: list[np.ndarray] = []  # sorted s*n+o per relation (membership tests)
         self.stats: dict[str, RelationStats] = {}
         bounds = np.searchsorted(r, np.arange(nrel + 1))
+        # entity -> row lookup arrays for every relation when they take <= 256 MiB in all
+        # (Family, FB15k-237), else for the relations with at least n/2 facts only
+        all_lookups = 2 * nrel * n * 8 <= 1 << 28
         for i, name in enumerate(self.relations):
             rs, ro = s[bounds[i] : bounds[i + 1]], o[bounds[i] : bounds[i + 1]]
-            fwd = _csr(rs, ro, (n, n))
-            self.fwd.append(fwd)
-            self.bwd.append(fwd.T.tocsr())
-            self.rel_keys.append(np.sort(rs * n + ro))
-            self.stats[name] = RelationStats(
-                facts=int(fwd.nnz),
-                subjects=int(np.count_nonzero(np.diff(fwd.indptr))),
-                objects=int(np.count_nonzero(np.diff(self.bwd[-1].indptr))),
-            )
-        # any relation at all: which pairs are linked (closing atoms intersect with this first);
-        # the data is 1 + the pair's position in the fact-pair index (sorted s*n+o = CSR order)
-        self.any_fwd = _csr(s, o, (n, n))
-        self.any_fwd.data = np.arange(1, self.any_fwd.nnz + 1, dtype=np.int32)
-        self.any_bwd = self.any_fwd.T.tocsr()
+            lookup = all_lookups or 2 * len(rs) >= n
+            self.fwd.append(Adjacency(rs, ro, n, lookup))
+            self.bwd.append(Adjacency(ro, rs, n, lookup))
+            self.rel_keys.append(rs * n + ro)  # already sorted: the facts are
+            self.stats[name] = RelationStats(facts=len(rs), subjects=len(self.fwd[-1].domain),
+                                             objects=len(self.bwd[-1].domain))
         # entity x relation incidence: is e a subject (object) of r; a dangling atom's support
         # for all relations at once is one product with these
         self.subject_incidence = _csr(s, r, (n, nrel)) if n else sp.csr_matrix((0, nrel))
         self.object_incidence = _csr(o, r, (n, nrel)) if n else sp.csr_matrix((0, nrel))
         # fact-pair index: sorted distinct s*n+o, and for each pair the relations linking it
         pair = s * n + o
-        order = np.lexsort((r, pair))
+        del s, o
+        order = np.argsort(pair, kind="stable")  # stable: relations stay sorted per pair
         pair, rel_sorted = pair[order], r[order]
+        del order, r
         self.pair_keys, first = np.unique(pair, return_index=True)
+        del pair
+        # any relation at all: which pairs are linked (closing atoms intersect with this first);
+        # the data is 1 + the pair's position in the fact-pair index (sorted s*n+o = CSR order)
+        self.any_fwd = _csr(self.pair_keys // max(n, 1), self.pair_keys % max(n, 1), (n, n))
+        self.any_fwd.data = np.arange(1, self.any_fwd.nnz + 1, dtype=np.int32)
+        self.any_bwd = self.any_fwd.T.tocsr()
         # a bitmap of the linked pairs, when n² bits fit in 256 MiB (FB15k-237: 26 MiB): most
         # looked-up pairs are not linked, and a bit test is far cheaper than a binary search
         self.pair_bits: np.ndarray | None = None
@@ -155,14 +284,15 @@ class KGIndex:
                              (1 << (self.pair_keys & 7)).astype(np.uint8))
         # pair x relation, CSR: the relations of each distinct linked pair
         self.pair_relation_matrix = sp.csr_matrix(
-            (np.ones(len(pair), dtype=np.int32), rel_sorted.astype(np.int32),
-             np.append(first, len(pair)).astype(np.int32)),
+            (np.ones(len(rel_sorted), dtype=np.int32), rel_sorted.astype(np.int32),
+             np.append(first, len(rel_sorted)).astype(np.int64)),
             shape=(len(self.pair_keys), max(nrel, 1)))
-        self.triples = len(s)
+        self.triples = len(rel_sorted)
 
     @classmethod
-    def from_store(cls, store: KGStore, graph: str) -> KGIndex:
-        return cls(store.triples(graph))
+    def from_store(cls, store: KGStore, graph: str,
+                   on_read: Callable[[int], None] | None = None) -> KGIndex:
+        return cls(store.triples(graph), on_read)
 
     def entity(self, name: str) -> int:
         try:
@@ -173,14 +303,13 @@ class KGIndex:
     def relation(self, name: str) -> int:
         return self.relation_ids[name]
 
-    def adjacency(self, relation: int, forward: bool) -> sp.csr_matrix:
+    def adjacency(self, relation: int, forward: bool) -> Adjacency:
         return self.fwd[relation] if forward else self.bwd[relation]
 
     def facts_of(self, relation: int) -> tuple[np.ndarray, np.ndarray]:
         """(subjects, objects) of the relation's facts, sorted; read-only, shared."""
-        fwd = self.fwd[relation]
-        subjects = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(fwd.indptr))
-        return subjects, fwd.indices.astype(np.int64)
+        keys = self.rel_keys[relation]
+        return keys // self.n, keys % self.n
 
     def pair_relations(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For the pairs ``keys`` (s*n+o): (position in keys, relation id) of every fact."""
@@ -240,12 +369,40 @@ class Rows:
     values: dict[str, np.ndarray]
     group: np.ndarray
     groups: int
+    # head bindings each group stands for, when rows were deduplicated on the head variables
+    # a count depends on (None: one each); supports sum these
+    weights: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.group)
 
     def take(self, keep: np.ndarray) -> Rows:
-        return Rows({v: a[keep] for v, a in self.values.items()}, self.group[keep], self.groups)
+        return Rows({v: a[keep] for v, a in self.values.items()}, self.group[keep], self.groups,
+                    self.weights)
+
+    def window(self, start: int, stop: int) -> Rows:
+        """Rows start..stop of rows that are one per group, renumbered from 0."""
+        weights = None if self.weights is None else self.weights[start:stop]
+        return Rows({v: a[start:stop] for v, a in self.values.items()},
+                    np.arange(stop - start, dtype=np.int64), stop - start, weights)
+
+    def project(self, variables: Sequence[str], n: int) -> Rows:
+        """The distinct bindings of ``variables`` among rows that are one per group (and
+        unweighted), each weighted by how many rows share it."""
+        if not variables:
+            return Rows({}, np.zeros(1, dtype=np.int64), 1, np.array([len(self)], dtype=np.int64))
+        key = np.zeros(len(self), dtype=np.int64)
+        for v in variables:
+            key = key * n + self.values[v]
+        unique, counts = np.unique(key, return_counts=True)
+        values = {}
+        for v in reversed(variables):
+            values[v] = unique % n
+            unique = unique // n
+        return Rows(values, np.arange(len(counts), dtype=np.int64), len(counts), counts)
+
+    def group_weights(self, groups: np.ndarray) -> np.ndarray | None:
+        return None if self.weights is None else self.weights[groups]
 
     @property
     def one_per_group(self) -> bool:
@@ -288,23 +445,58 @@ class MatrixEngine:
         """For the rule ``atoms`` (head first) and each shape (subject, object) of a new atom
         (FRESH for the new variable): relation -> support of the rule extended by that atom.
         Relations below ``min_support`` may be left out."""
-        prefer = [v for shape in shapes for v in shape if v != FRESH]
         head_rows = self._head_rows(atoms[0])
-        if len(head_rows) <= _CHUNK_ROWS:
-            bound = self._bind(head_rows, list(atoms[1:]), prefer)
-            return [self._shape_counts(bound, shape, min_support) for shape in shapes]
-        # Large heads in blocks of head bindings: supports add up over disjoint blocks, and the
-        # memory of a message (rows x values of a free variable) stays bounded. A relation
-        # below the threshold in one block may pass it overall, so blocks count everything.
+        body = list(atoms[1:])
+        # A count that does not involve every head variable (body and new atom both leave one
+        # out) is counted once per distinct binding of the others, weighted by the head
+        # bindings sharing it: rules like r(a, b) <= p(x, b) are counted per b, not per (a, b),
+        # which is what keeps a hub object from being visited once per head fact.
+        used = {v for a in body for v in a.variables}
+        by_dependency: dict[tuple[str, ...], list[int]] = {}
+        for i, shape in enumerate(shapes):
+            needed = used | set(shape)
+            by_dependency.setdefault(tuple(v for v in head_rows.values if v in needed), []).append(i)
         totals: list[dict[str, int]] = [{} for _ in shapes]
-        for start in range(0, len(head_rows), _CHUNK_ROWS):
-            block = head_rows.take(np.arange(start, min(start + _CHUNK_ROWS, len(head_rows))))
-            block = Rows(block.values, block.group - start, len(block))
-            bound = self._bind(block, list(atoms[1:]), prefer)
-            for total, shape in zip(totals, shapes, strict=True):
-                for rel, n in self._shape_counts(bound, shape).items():
-                    total[rel] = total.get(rel, 0) + n
+        for dependency, indices in by_dependency.items():
+            rows = (head_rows if len(dependency) == len(head_rows.values)
+                    else head_rows.project(dependency, self.index.n))
+            group = [shapes[i] for i in indices]
+            prefer = [v for shape in group for v in shape if v != FRESH]
+
+            def evaluate(block: Rows, whole: bool, group: list[tuple[str, str]] = group,
+                         prefer: list[str] = prefer) -> list[dict[str, int]]:
+                bound = self._bind(block, body, prefer)
+                # a relation below the threshold in one block may pass it overall
+                return [self._shape_counts(bound, s, min_support if whole else 0) for s in group]
+
+            for counts in self._in_blocks(rows, evaluate):
+                for i, found in zip(indices, counts, strict=True):
+                    total = totals[i]
+                    for rel, n in found.items():
+                        total[rel] = total.get(rel, 0) + n
         return totals
+
+    @staticmethod
+    def _in_blocks(rows: Rows, evaluate: Callable[[Rows, bool], T]) -> Iterator[T]:
+        """``evaluate`` on blocks of at most _CHUNK_ROWS rows (one per group), in order; the
+        results add up over the blocks (disjoint head bindings). A block whose messages would
+        pass _MESSAGE_BUDGET is halved and retried, down to one row (then it runs whatever its
+        size: one binding's values are at most the entities). ``whole`` tells ``evaluate``
+        that its block is all the rows."""
+        pending = [(start, min(start + _CHUNK_ROWS, len(rows)))
+                   for start in range(0, len(rows), _CHUNK_ROWS)][::-1]
+        while pending:
+            start, stop = pending.pop()
+            _GUARD.on = stop - start > 1
+            try:
+                result = evaluate(rows.window(start, stop), stop - start == len(rows))
+            except MessageTooLarge:
+                middle = (start + stop) // 2
+                pending += [(middle, stop), (start, middle)]
+                continue
+            finally:
+                _GUARD.on = False
+            yield result
 
     def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=False, cap=cap)
@@ -349,9 +541,9 @@ class MatrixEngine:
             x, y = idx.facts_of(rel)
             values = {head.subject: x, head.object: y}
         elif is_variable(head.subject):
-            values = {head.subject: idx.bwd[rel][idx.entity(head.object)].indices.astype(np.int64)}
+            values = {head.subject: idx.bwd[rel].row(idx.entity(head.object)).astype(np.int64)}
         elif is_variable(head.object):
-            values = {head.object: idx.fwd[rel][idx.entity(head.subject)].indices.astype(np.int64)}
+            values = {head.object: idx.fwd[rel].row(idx.entity(head.subject)).astype(np.int64)}
         else:
             raise ValueError(f"head {head} has no variable")
         count = len(next(iter(values.values())))
@@ -367,6 +559,17 @@ class MatrixEngine:
         cache: dict[str, Message] = {}
         for component in self._components(rows, atoms):
             root = next((v for v in prefer if v in component), component[0])
+            leaf = self._leaf_atoms(rows, atoms, root) if len(component) == 1 else None
+            if leaf is not None and len(leaf) == 1 and leaf[0].relation in self.index.relation_ids:
+                # one atom to a fixed variable: satisfiable where that value has an edge; the
+                # values themselves (a hub's can be millions per row) are left until asked for
+                atom = leaf[0]
+                other = atom.object if atom.subject == root else atom.subject
+                anchor = self._term(rows, other)
+                if isinstance(anchor, np.ndarray):
+                    adj = self.index.adjacency(self.index.relation(atom.relation), atom.object == root)
+                    keep &= adj.degrees(anchor) > 0
+                    continue
             message = cache[root] = self._message(rows, atoms, root, None)
             if isinstance(message, np.ndarray):
                 keep &= bool(message.any())
@@ -445,7 +648,7 @@ class MatrixEngine:
             r = coo.row.astype(np.int64)
             values = {v: a[r] for v, a in rows.values.items()}
             values[variable] = coo.col.astype(np.int64)
-            rows, atoms = self._filter_fixed(Rows(values, rows.group[r], rows.groups), atoms)
+            rows, atoms = self._filter_fixed(Rows(values, rows.group[r], rows.groups, rows.weights), atoms)
 
     # -- message passing -----------------------------------------------------------------------
     def _anchor(self, rows: Rows, atom: Atom, node: str) -> Message:
@@ -455,9 +658,9 @@ class MatrixEngine:
         value = self._term(rows, other)
         adj = idx.adjacency(idx.relation(atom.relation), atom.object == node)
         if isinstance(value, np.ndarray):
-            return gather_rows(adj, value)  # selection-matrix product: one CSR row per row
+            return adj.gather(value)  # selection-matrix product: one CSR row per row
         mask = np.zeros(idx.n, dtype=bool)
-        mask[adj[int(value)].indices] = True
+        mask[adj.row(int(value))] = True
         return mask
 
     def _message(self, rows: Rows, atoms: list[Atom], node: str, parent: str | None) -> Message:
@@ -480,18 +683,16 @@ class MatrixEngine:
             edge = None  # child values x node values; parallel atoms: element-wise product
             for atom in child_atoms:
                 adj = idx.adjacency(idx.relation(atom.relation), atom.subject == child)
-                edge = adj if edge is None else _binarise(edge.multiply(adj))
+                edge = adj if edge is None else edge.intersect(adj)
             result = self._combine(result, self._propagate(incoming, edge))
         return result
 
     @staticmethod
-    def _propagate(message: Message, edge: sp.csr_matrix) -> Message:
+    def _propagate(message: Message, edge: Adjacency) -> Message:
         """One path step: values of the next variable reachable from the message's values."""
-        if message is None:
-            return np.diff(edge.tocsc().indptr) > 0
-        if isinstance(message, np.ndarray):
-            return np.diff(edge[np.nonzero(message)[0]].tocsc().indptr) > 0
-        return _binarise(message @ edge)
+        if message is None or isinstance(message, np.ndarray):
+            return edge.reachable(message)
+        return _binarise(edge.times(message))
 
     @staticmethod
     def _combine(a: Message, b: Message) -> Message:
@@ -515,6 +716,7 @@ class MatrixEngine:
             raise ValueError("unconstrained variable")
         if isinstance(message, np.ndarray):
             cols = np.nonzero(message)[0]
+            _check_budget(len(rows) * len(cols))
             r = np.repeat(np.arange(len(rows)), len(cols))
             return _csr(r, np.tile(cols, len(rows)), (len(rows), self.index.n))
         return message
@@ -545,7 +747,7 @@ class MatrixEngine:
         r = coo.row.astype(np.int64)
         values = {v: a[r] for v, a in rows.values.items()}
         values[variable] = coo.col.astype(np.int64)
-        return Bound(Rows(values, rows.group[r], rows.groups), bound.atoms)
+        return Bound(Rows(values, rows.group[r], rows.groups, rows.weights), bound.atoms)
 
     # -- candidate counts --------------------------------------------------------------------
     def _shape_counts(self, bound: Bound, shape: tuple[str, str], min_support: int = 0) -> dict[str, int]:
@@ -559,12 +761,26 @@ class MatrixEngine:
             per_group = self._per_group(bound, joined)
             # groups x relations, positive where some value of the joined variable has an r edge
             hits = (per_group @ incidence).tocsc()
-            counts = np.diff(hits.indptr)
+            if bound.rows.weights is None:
+                counts = np.diff(hits.indptr)
+            else:
+                columns = np.repeat(np.arange(hits.shape[1]), np.diff(hits.indptr))
+                # per_group is groups x n, or rows x n when the rows are one per group
+                by_row = per_group.shape[0] != bound.rows.groups
+                groups = bound.rows.group[hits.indices] if by_row else hits.indices
+                counts = np.bincount(columns, weights=bound.rows.weights[groups],
+                                     minlength=hits.shape[1]).astype(np.int64)
             return {idx.relations[i]: int(c) for i, c in enumerate(counts) if c}
         # closing: (row, subject value, object value) triples looked up in the fact-pair index
         if subject not in bound.rows.values and obj not in bound.rows.values:
             if self._independent(bound, subject, obj):
-                return self._free_pair_counts(bound, subject, obj, min_support)
+                s_values, o_values = self._values(bound, subject), self._values(bound, obj)
+                pairs = int(np.dot(np.diff(s_values.indptr), np.diff(o_values.indptr)))
+                if pairs > _FIX_FREE_PAIRS:
+                    return self._free_pair_counts(bound, subject, obj, min_support)
+                # few (row, x, y) combinations (small dense KGs): fixing one variable counts
+                # every relation at once, where the relation-by-relation loop costs a sparse
+                # product per relation
             # two free variables: fix the one with fewer values (the other one's values are
             # then filtered per row); both directions of the pair share it
             fix = min((subject, obj), key=lambda v: (self._values(bound, v).nnz, v))
@@ -585,6 +801,18 @@ class MatrixEngine:
                                            else free_values * idx.n + fixed_values)
         return self._count_cells(rows, rows.group[row_ids[hit]], rels)
 
+    def _leaf_atoms(self, rows: Rows, atoms: list[Atom], variable: str) -> list[Atom] | None:
+        """The atoms of a free variable whose other terms are all fixed or constants (None when
+        it shares an atom with another free variable)."""
+        mine = [a for a in atoms if variable in a.variables]
+        if any(self._term(rows, self._other(a, variable)) is None for a in mine):
+            return None
+        return mine
+
+    @staticmethod
+    def _other(atom: Atom, variable: str) -> str:
+        return atom.object if atom.subject == variable else atom.subject
+
     def _independent(self, bound: Bound, u: str, v: str) -> bool:
         """Free variables in different components: given a row, their values are independent."""
         return not any(u in c and v in c for c in self._components(bound.rows, bound.atoms))
@@ -599,13 +827,20 @@ class MatrixEngine:
         rows = bound.rows
         s_values, o_values = self._values(bound, subject), self._values(bound, obj)
         both = (s_values @ idx.subject_incidence).multiply(o_values @ idx.object_incidence).tocsc()
+        bounds = np.diff(both.indptr)
+        if rows.weights is not None:
+            columns = np.repeat(np.arange(both.shape[1]), bounds)
+            bounds = np.bincount(columns, weights=rows.weights[rows.group[both.indices]],
+                                 minlength=both.shape[1])
         counts: dict[str, int] = {}
-        for rel in np.nonzero(np.diff(both.indptr) >= max(min_support, 1))[0]:
+        for rel in np.nonzero(bounds >= max(min_support, 1))[0]:
             candidates = both.indices[both.indptr[rel] : both.indptr[rel + 1]]  # rows to test
-            hits = (gather_rows(s_values, candidates) @ idx.fwd[rel]).multiply(
+            hits = idx.fwd[rel].times(gather_rows(s_values, candidates)).multiply(
                 gather_rows(o_values, candidates)).tocsr()
             found = candidates[np.diff(hits.indptr) > 0]
-            support = len(found) if rows.one_per_group else len(np.unique(rows.group[found]))
+            groups = rows.group[found] if rows.one_per_group else np.unique(rows.group[found])
+            weights = rows.group_weights(groups)
+            support = len(groups) if weights is None else int(weights.sum())
             if support:
                 counts[idx.relations[rel]] = support
         return counts
@@ -619,10 +854,31 @@ class MatrixEngine:
         positions in the fact-pair index (no lookup needed); otherwise every value is kept and
         the caller looks the pairs up."""
         idx = self.index
-        values = self._values(bound, free)
         anyrel = idx.any_fwd if forward else idx.any_bwd
-        fixed_values = bound.rows.values[fixed]
-        neighbours = int((anyrel.indptr[fixed_values + 1] - anyrel.indptr[fixed_values]).sum())
+        rows = bound.rows
+        fixed_values = rows.values[fixed]
+        degrees = anyrel.indptr[fixed_values + 1] - anyrel.indptr[fixed_values]
+        neighbours = int(degrees.sum())
+        leaf = None if free in bound.cache else self._leaf_atoms(rows, bound.atoms, free)
+        if leaf and all(isinstance(self._term(rows, self._other(a, free)), np.ndarray) for a in leaf):
+            # a free variable tied only to fixed ones whose values were never built: when its
+            # values would far outnumber the fixed variable's neighbours (a hub anchors it),
+            # walk the neighbours and test the variable's atoms on each instead
+            adjacencies = [idx.adjacency(idx.relation(a.relation), a.object == free) for a in leaf]
+            anchors = [rows.values[self._other(a, free)] for a in leaf]
+            values_bound = min(int(adj.degrees(v).sum()) for adj, v in zip(adjacencies, anchors, strict=True))
+            if _WALK_NEIGHBOURS * neighbours < values_bound:
+                _check_budget(neighbours)
+                gathered = gather_rows(anyrel, fixed_values)
+                row_ids = np.repeat(np.arange(len(rows)), degrees)
+                candidates = gathered.indices.astype(np.int64)
+                keep = np.ones(len(candidates), dtype=bool)
+                for atom, anchor in zip(leaf, anchors, strict=True):
+                    other = anchor[row_ids]
+                    keys = candidates * idx.n + other if atom.subject == free else other * idx.n + candidates
+                    keep &= idx.has_pairs(idx.relation(atom.relation), keys)
+                return row_ids[keep], candidates[keep], gathered.data[keep].astype(np.int64) - 1
+        values = self._values(bound, free)
         pair_ids = None
         if neighbours < 16 * values.nnz:  # ~10 ns per gathered element vs ~200 ns per lookup
             values = values.multiply(gather_rows(anyrel, fixed_values)).tocsr()
@@ -638,9 +894,13 @@ class MatrixEngine:
         if rows.groups * nrel <= 8 * len(cells) + 65536:  # a small dense table: no sort
             marked = np.zeros(rows.groups * nrel, dtype=bool)
             marked[cells] = True
-            counts = marked.reshape(rows.groups, nrel).sum(axis=0)
+            table = marked.reshape(rows.groups, nrel)
+            counts = (table.sum(axis=0) if rows.weights is None
+                      else rows.weights @ table.astype(np.int64))
         else:
-            counts = np.bincount(np.unique(cells) % nrel, minlength=nrel)
+            cells = np.unique(cells)
+            counts = np.bincount(cells % nrel, weights=rows.group_weights(cells // nrel),
+                                 minlength=nrel).astype(np.int64)
         return {self.index.relations[i]: int(counts[i]) for i in np.nonzero(counts)[0]}
 
     # -- body sizes ----------------------------------------------------------------------------
@@ -663,18 +923,20 @@ class MatrixEngine:
         candidates = self._candidates(body, fixed_var)
         if pca:  # the functional variable has some head fact
             adj = idx.fwd[head_rel] if subject_side else idx.bwd[head_rel]
-            candidates = candidates[np.diff(adj.indptr)[candidates] > 0]
-        total = 0
-        for start in range(0, len(candidates), _CHUNK_ROWS):
-            chunk = candidates[start : start + _CHUNK_ROWS].astype(np.int64)
-            rows = Rows({fixed_var: chunk}, np.arange(len(chunk), dtype=np.int64), len(chunk))
-            bound = self._bind(rows, body, [other] if other else [])
+            candidates = candidates[adj.degrees(candidates) > 0]
+        def evaluate(block: Rows, whole: bool) -> int:
+            bound = self._bind(block, body, [other] if other else [])
             if other is None:
-                total += bound.rows.distinct_groups()
-            elif len(bound.rows):
-                total += int(self._per_group(bound, other).nnz)
+                return bound.rows.distinct_groups()
+            return int(self._per_group(bound, other).nnz) if len(bound.rows) else 0
+
+        rows = Rows({fixed_var: candidates.astype(np.int64)},
+                    np.arange(len(candidates), dtype=np.int64), len(candidates))
+        total = 0
+        for count in self._in_blocks(rows, evaluate):
+            total += count
             if cap is not None and total >= cap:
-                return total
+                break
         return total
 
     def _candidates(self, body: list[Atom], variable: str) -> np.ndarray:
@@ -684,5 +946,5 @@ class MatrixEngine:
         for atom in body:
             if variable in atom.variables:
                 adj = idx.adjacency(idx.relation(atom.relation), atom.subject == variable)
-                mask &= np.diff(adj.indptr) > 0
+                mask &= adj.domain_mask()
         return np.nonzero(mask)[0]

@@ -46,7 +46,11 @@ class Atom:
 
     @property
     def variables(self) -> tuple[str, ...]:
-        return tuple(t for t in self.terms if is_variable(t))
+        # written out: the miner asks this millions of times
+        s, o = self.subject, self.object
+        if s.startswith("?"):
+            return (s, o) if o.startswith("?") else (s,)
+        return (o,) if o.startswith("?") else ()
 
     def rename(self, mapping: dict[str, str]) -> Atom:
         return Atom(self.relation, mapping.get(self.subject, self.subject),
@@ -134,16 +138,32 @@ def _rename_in_order(body: tuple[Atom, ...], head: Atom) -> tuple[tuple[Atom, ..
 
 
 def canonical(body: tuple[Atom, ...], head: Atom) -> Rule:
-    """The lexicographically smallest renaming over all body orders (bodies are short)."""
-    best: tuple[tuple[Atom, ...], Atom] | None = None
-    for order in permutations(body):
-        renamed = _rename_in_order(order, head)
-        candidate = (tuple(sorted(renamed[0])), renamed[1])
+    """The lexicographically smallest renaming (``_rename_in_order``) over all body orders
+    (bodies are short). Worked on plain tuples, which order as Atoms do: the miner
+    canonicalises every candidate rule, and Atom objects made it a third of its time."""
+    if not body:
+        renamed_body, renamed_head = _rename_in_order((), head)
+        return Rule(renamed_body, renamed_head)
+    head_names: dict[str, str] = {}
+    for term in head.terms:
+        if is_variable(term) and term not in head_names:
+            head_names[term] = "?" + "ab"[len(head_names)]
+    best: tuple[tuple[str, str, str], ...] | None = None
+    for order in permutations([(a.relation, a.subject, a.object) for a in body]):
+        mapping = dict(head_names)
+        renamed = []
+        for relation, s, o in order:
+            for term in (s, o):
+                if term not in mapping and term.startswith("?"):
+                    mapping[term] = "?" + VARIABLE_NAMES[4 + len(mapping) - len(head_names)]
+            renamed.append((relation, mapping.get(s, s), mapping.get(o, o)))
+        candidate = tuple(sorted(renamed))
         if best is None or candidate < best:
             best = candidate
-    if best is None:  # empty body
-        best = _rename_in_order((), head)
-    return Rule(best[0], best[1])
+    assert best is not None
+    return Rule(tuple(Atom(*a) for a in best),
+                Atom(head.relation, head_names.get(head.subject, head.subject),
+                     head_names.get(head.object, head.object)))
 
 
 def classify(rule: Rule) -> RuleType:

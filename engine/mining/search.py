@@ -33,6 +33,7 @@ which is what ``threads`` parallelises.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -84,9 +85,11 @@ class CountingEngine(Protocol):
     ) -> dict[str, int]: ...
 
 
-def counting_engine(store: KGStore, graph: str, kind: str = "matrix") -> CountingEngine:
+def counting_engine(store: KGStore, graph: str, kind: str = "matrix",
+                    on_read: Callable[[int], None] | None = None) -> CountingEngine:
     """The counting engine ``kind`` over ``graph``: ``matrix`` copies the graph into an
-    in-memory sparse-matrix index; ``query`` runs counting queries on the store."""
+    in-memory sparse-matrix index (``on_read(n)`` after every n triples read); ``query``
+    runs counting queries on the store."""
     if kind == "query":
         from kgengine.mining.query_engine import QueryEngine
 
@@ -95,7 +98,7 @@ def counting_engine(store: KGStore, graph: str, kind: str = "matrix") -> Countin
         raise ValueError(f"unknown counting engine {kind!r}; known: {', '.join(ENGINES)}")
     from kgengine.mining.matrix import KGIndex, MatrixEngine
 
-    return MatrixEngine(KGIndex.from_store(store, graph))
+    return MatrixEngine(KGIndex.from_store(store, graph, on_read))
 
 
 def available_cores() -> int:
@@ -237,9 +240,13 @@ class Miner:
         elif getattr(self.engine, "parallel", "threads") == "processes" and _can_fork():
             global _WORKER
             _WORKER = self  # inherited by the forked workers: the index is shared, not copied
-            with multiprocessing.get_context("fork").Pool(workers, _quiet_worker) as pool:
-                for result in pool.imap_unordered(_mine_in_worker, order):
-                    collect(result)
+            gc.freeze()  # and the workers' collector does not write to (so copy) its objects
+            try:
+                with multiprocessing.get_context("fork").Pool(workers, _quiet_worker) as pool:
+                    for result in pool.imap_unordered(_mine_in_worker, order):
+                        collect(result)
+            finally:
+                gc.unfreeze()
         else:
             pool = ThreadPoolExecutor(max_workers=workers)
             try:
