@@ -3,7 +3,7 @@
 For FB15k-237 and MetaQA it times the real ``kgengine load`` code path (the CLI, run
 in-process) and, on the same triples pre-converted to an N-Triples file with the same IRIs
 (conversion not timed), ``pyoxigraph.Store.bulk_load``. It then generates a synthetic
-Wikidata5m (21M triples by default, power-law degrees, 822 relations, with alias files)
+Wikidata5m (21M triples by default: the planted-rule KG of tests/synthetic_kg.py, with alias files)
 and streams it through the ``wikidata5m`` loader. Every measured job runs in its own
 subprocess, so that its peak RSS is its own.
 
@@ -30,14 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the one shared-data lookup (tests/shared_data.py)
 from shared_data import DATASETS  # noqa: E402
+from synthetic_kg import planted_kg, write_wikidata5m  # noqa: E402
 
 REAL = {"fb15k-237": DATASETS / "fb15k-237", "metaqa": DATASETS / "metaqa"}
-WIKIDATA5M = {"entities": 4_594_485, "relations": 822, "valid": 5_163, "test": 5_133}
 
 
 def _peak_rss_mib() -> float:
@@ -127,55 +125,12 @@ def to_nquads(dataset: str, path: Path, out: Path) -> None:
         writer.add_entities(data.labels, seed=0)
 
 
-def _power_law_cdf(n: int, exponent: float) -> np.ndarray:
-    """CDF over ranks 0..n-1 with P(rank k) proportional to (k+1)^-exponent."""
-    cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** -exponent)
-    return cdf / cdf[-1]
-
-
-def _draw(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
-    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), len(cdf) - 1)
-
-
 def synthetic_wikidata5m(directory: Path, triples: int, seed: int = 0) -> dict[str, int]:
-    """Files in the Wikidata5m transductive + alias format: heads and relations drawn from
-    power laws; every entity is the tail of at least one triple (as in the real KG, where
-    all 4.6M entities occur), the other tails from a power law too."""
-    rng = np.random.default_rng(seed)
-    scale = triples / 20_624_575  # the real train + valid + test size
-    n_entities = max(10, int(WIKIDATA5M["entities"] * scale))
-    n_relations = WIKIDATA5M["relations"]
-    # Q-ids scattered over a wide range like the real ones, in random order of degree
-    qids = np.unique(rng.integers(1, 80_000_000, int(n_entities * 1.1)))
-    qids = rng.permutation(qids)[:n_entities]
-    n_entities = len(qids)
-    pids = rng.permutation(np.arange(1, 3_000))[:n_relations]
-    directory.mkdir(parents=True, exist_ok=True)
-    sizes = {"valid": int(WIKIDATA5M["valid"] * scale), "test": int(WIKIDATA5M["test"] * scale)}
-    sizes["train"] = triples - sizes["valid"] - sizes["test"]
-    covered = rng.permutation(n_entities)  # tails that make every entity occur
-    entity_cdf, relation_cdf = _power_law_cdf(n_entities, 0.9), _power_law_cdf(n_relations, 1.2)
-    offset = 0
-    for split in ("train", "valid", "test"):
-        with (directory / f"wikidata5m_transductive_{split}.txt").open("w") as fh:
-            for start in range(0, sizes[split], 1_000_000):
-                size = min(1_000_000, sizes[split] - start)
-                heads = qids[_draw(rng, entity_cdf, size)]
-                relations = pids[_draw(rng, relation_cdf, size)]
-                tail_idx = _draw(rng, entity_cdf, size)
-                take = max(0, min(size, n_entities - offset))
-                tail_idx[:take] = covered[offset:offset + take]
-                offset += take
-                tails = qids[tail_idx]
-                fh.write("".join(map("Q{}\tP{}\tQ{}\n".format,
-                                     heads.tolist(), relations.tolist(), tails.tolist())))
-    with (directory / "wikidata5m_entity.txt").open("w") as fh:
-        for start in range(0, n_entities, 1_000_000):
-            chunk = qids[start:start + 1_000_000].tolist()
-            fh.write("".join(f"Q{q}\tentity {q}\tQ{q} alias\n" for q in chunk))
-    with (directory / "wikidata5m_relation.txt").open("w") as fh:
-        fh.write("".join(f"P{p}\trelation {p}\tP{p} alias\n" for p in pids.tolist()))
-    return {"triples": triples, "entities": n_entities, "relations": n_relations}
+    """Wikidata5m-format files of the planted-rule synthetic KG (tests/synthetic_kg.py, the
+    one generator the mining benchmarks use too)."""
+    kg = planted_kg(triples, seed)
+    write_wikidata5m(kg, directory)
+    return {"triples": kg.triples, "entities": kg.entities, "relations": len(kg.facts)}
 
 
 # ---- report -------------------------------------------------------------------------------------
