@@ -111,6 +111,15 @@ def test_brink_build_with_rules_that_cannot_ground_fails(tmp_path: Path) -> None
     result = cli("brink", "build", "--store", store, "--graph", "family", "--rules", str(unmatched),
                  "-o", str(tmp_path / "out2"))
     assert failed_cleanly(result) and "no rule has a grounding in graph 'family'" in result.output
+    # a rule whose groundings were capped (not all counted) is not "no grounding"
+    capped = tmp_path / "capped.tsv"
+    capped.write_text("Body\tHead\n?b  husband  ?a\t?a  wife  ?b\n")
+    result = cli("brink", "build", "--store", store, "--graph", "family", "--rules", str(capped),
+                 "--max-candidates", "20", "--groundings-per-rule", "5", "-o", str(tmp_path / "out3"))
+    assert result.exit_code == 0, result.output
+    stats = json.loads((tmp_path / "out3" / "stats.json").read_text())
+    assert stats["groundings"]["capped_rules"] == 1 and stats["groundings"]["candidates"] is None
+    assert stats["groundings"]["kept"] == 5
 
 
 # ---- item 7: tables that never cut an identifier -----------------------------------------

@@ -117,7 +117,8 @@ def build_command(
     finally:
         store.close()
     click.echo(markdown(result.stats))
-    if not result.stats["groundings"]["candidates"]:  # rules whose relations occur, yet no match
+    # rules whose relations occur, yet no match (candidates is None when capped: not counted)
+    if not result.stats["rules"]["with_groundings"]:
         raise KGEngineError(f"no rule has a grounding in graph {graph!r}: the BRINK dataset written "
                             f"to {out_dir} is empty")
     click.echo(f"wrote {', '.join(OUTPUT_FILES)} to {out_dir} in {result.stats['seconds']:.1f} s")
