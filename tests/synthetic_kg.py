@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from kgengine.mining.io import MinedRule
 from kgengine.mining.rules import Atom, Rule
 
 WIKIDATA5M_TRIPLES = 20_624_575  # train + valid + test
@@ -256,9 +255,6 @@ def write_wikidata5m(kg: SyntheticKG, directory: Path) -> None:
     with (directory / "wikidata5m_relation.txt").open("w") as fh:
         fh.write("".join(f"P{r}\trelation {r}\n" for r in kg.relations))
 
-
-def found_rules(rules: list[MinedRule]) -> dict[Rule, MinedRule]:
-    return {r.rule: r for r in rules}
 
 
 def dense_kg(entities: int = 120, relations: int = 40, triples: int = 10_000,
