@@ -23,6 +23,7 @@ from kgengine import sparqltext, terms
 from kgengine.cli_common import connect, graph_option, store_option
 from kgengine.errors import KGEngineError, QueryError
 from kgengine.model import QueryResult
+from kgengine.oxigraph_store import OxigraphStore
 from kgengine.serve.worker import read_job, write_frame
 from kgengine.store import KGStore
 from rich.console import Console
@@ -140,17 +141,14 @@ def _dataset(store: KGStore, graph: str | None, source: str) -> tuple[dict[str, 
     default graph, G's facts and labels as the named graphs ``facts:`` and ``labels:``.
     Without: the union of every graph as it is now (no half-written staging slot of a
     ``--replace``), unless the query has its own ``FROM``."""
-    data_graph_iris = getattr(store, "data_graph_iris", None)  # where a graph lives now
-    if data_graph_iris is None:  # a store without slots
-        def data_graph_iris(name: str) -> tuple[str, str]:
-            return terms.graph_iri(name), terms.entities_graph_iri(name)
+    assert isinstance(store, OxigraphStore)  # the one SPARQL store: where graphs live now
     if graph is not None:
-        facts, labels = data_graph_iris(graph)
+        facts, labels = store.data_graph_iris(graph)
         return ({"default_graphs": [facts], "named_graphs": [facts, labels]},
                 sparqltext.graph_prefixes(facts, labels))
     if "FROM" in sparqltext.keywords(source):
         return {}, sparqltext.PREFIXES
-    live = [terms.META_GRAPH, *(iri for info in store.graphs() for iri in data_graph_iris(info.name))]
+    live = store.live_graph_iris()
     return {"default_graphs": live, "named_graphs": live}, sparqltext.PREFIXES
 
 

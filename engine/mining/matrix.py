@@ -90,6 +90,12 @@ def gather_rows(m: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
     return _wrap_csr(data, indices, indptr, (len(rows), m.shape[1]))
 
 
+def _weighted_column_counts(m: sp.csc_matrix, entry_weights: np.ndarray) -> np.ndarray:
+    """Per column of a CSC matrix, the sum of its entries' weights (their count, weighted)."""
+    columns = np.repeat(np.arange(m.shape[1]), np.diff(m.indptr))
+    return np.bincount(columns, weights=entry_weights, minlength=m.shape[1]).astype(np.int64)
+
+
 def _wrap_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
               shape: tuple[int, int]) -> sp.csr_matrix:
     """A CSR matrix over arrays known to be valid (same index dtype, sorted, no duplicates),
@@ -137,10 +143,6 @@ class Adjacency:
         if lookup:
             self.lookup = np.full(n, k, dtype=np.int64)
             self.lookup[self.domain] = np.arange(k)
-
-    @property
-    def nnz(self) -> int:
-        return int(self.matrix.nnz)
 
     def positions(self, entities: np.ndarray) -> np.ndarray:
         """Local row of each entity; the empty last row for an entity outside the domain."""
@@ -285,7 +287,7 @@ class KGIndex:
         # pair x relation, CSR: the relations of each distinct linked pair
         self.pair_relation_matrix = sp.csr_matrix(
             (np.ones(len(rel_sorted), dtype=np.int32), rel_sorted.astype(np.int32),
-             np.append(first, len(rel_sorted)).astype(np.int64)),
+             np.append(first, len(rel_sorted)).astype(np.int32)),
             shape=(len(self.pair_keys), max(nrel, 1)))
         self.triples = len(rel_sorted)
 
@@ -564,8 +566,7 @@ class MatrixEngine:
                 # one atom to a fixed variable: satisfiable where that value has an edge; the
                 # values themselves (a hub's can be millions per row) are left until asked for
                 atom = leaf[0]
-                other = atom.object if atom.subject == root else atom.subject
-                anchor = self._term(rows, other)
+                anchor = self._term(rows, self._other(atom, root))
                 if isinstance(anchor, np.ndarray):
                     adj = self.index.adjacency(self.index.relation(atom.relation), atom.object == root)
                     keep &= adj.degrees(anchor) > 0
@@ -764,12 +765,10 @@ class MatrixEngine:
             if bound.rows.weights is None:
                 counts = np.diff(hits.indptr)
             else:
-                columns = np.repeat(np.arange(hits.shape[1]), np.diff(hits.indptr))
                 # per_group is groups x n, or rows x n when the rows are one per group
                 by_row = per_group.shape[0] != bound.rows.groups
                 groups = bound.rows.group[hits.indices] if by_row else hits.indices
-                counts = np.bincount(columns, weights=bound.rows.weights[groups],
-                                     minlength=hits.shape[1]).astype(np.int64)
+                counts = _weighted_column_counts(hits, bound.rows.weights[groups])
             return {idx.relations[i]: int(c) for i, c in enumerate(counts) if c}
         # closing: (row, subject value, object value) triples looked up in the fact-pair index
         if subject not in bound.rows.values and obj not in bound.rows.values:
@@ -827,11 +826,8 @@ class MatrixEngine:
         rows = bound.rows
         s_values, o_values = self._values(bound, subject), self._values(bound, obj)
         both = (s_values @ idx.subject_incidence).multiply(o_values @ idx.object_incidence).tocsc()
-        bounds = np.diff(both.indptr)
-        if rows.weights is not None:
-            columns = np.repeat(np.arange(both.shape[1]), bounds)
-            bounds = np.bincount(columns, weights=rows.weights[rows.group[both.indices]],
-                                 minlength=both.shape[1])
+        bounds = (np.diff(both.indptr) if rows.weights is None
+                  else _weighted_column_counts(both, rows.weights[rows.group[both.indices]]))
         counts: dict[str, int] = {}
         for rel in np.nonzero(bounds >= max(min_support, 1))[0]:
             candidates = both.indices[both.indptr[rel] : both.indptr[rel + 1]]  # rows to test

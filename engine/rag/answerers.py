@@ -184,8 +184,6 @@ def _learn(store: KGStore, graph: str, options: AskOptions, resolve: Callable[[s
     return model
 
 
-
-
 def _encoder(model: str | None) -> Callable[[Sequence[str]], np.ndarray]:
     from kgengine.rag.embeddings import load_encoder
 
