@@ -31,9 +31,9 @@ from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
+from kgengine.mining.counting import FRESH
 from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, is_variable
-from kgengine.mining.search import FRESH
 from kgengine.model import Triple
 from kgengine.store import KGStore
 from scipy.sparse import _sparsetools

@@ -27,9 +27,9 @@ from kgengine.mining.compile import (
     sparql_patterns,
     sparql_term,
 )
+from kgengine.mining.counting import FRESH
 from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, is_variable
-from kgengine.mining.search import FRESH
 from kgengine.store import KGStore
 
 NEW_VARIABLE = "?cand_new"  # the fresh variable of a dangling candidate (never a rule variable)

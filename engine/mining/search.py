@@ -41,9 +41,10 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from kgengine.errors import KGEngineError
+from kgengine.mining.counting import ENGINES, FRESH, CountingEngine
 from kgengine.mining.io import MinedRule, amie_text
 from kgengine.mining.measures import (
     Measures,
@@ -56,33 +57,6 @@ from kgengine.mining.rules import Atom, Rule, is_closed, is_variable, variable_c
 
 if TYPE_CHECKING:
     from kgengine.store import KGStore
-
-FRESH = "?_fresh"  # placeholder for the fresh variable of a dangling atom in count requests
-ENGINES = ("matrix", "query")
-
-
-class CountingEngine(Protocol):
-    """What the search asks of a counting engine (``matrix`` or ``query``)."""
-
-    name: str
-
-    def relation_stats(self) -> dict[str, RelationStats]: ...
-
-    def refinement_counts(
-        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], min_support: int = 0
-    ) -> list[dict[str, int]]:
-        """Per shape (subject, object) of a new atom, FRESH marking a new variable: relation ->
-        support (distinct head bindings) of ``atoms`` (head first) plus that atom; relations
-        below ``min_support`` may be left out."""
-        ...
-
-    def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int: ...
-
-    def pca_body_size(self, atoms: Sequence[Atom], subject_side: bool, cap: int | None = None) -> int: ...
-
-    def constant_counts(
-        self, atoms: Sequence[Atom], variable: str, join: str, min_support: int = 1
-    ) -> dict[str, int]: ...
 
 
 def counting_engine(store: KGStore, graph: str, kind: str = "matrix",
