@@ -3,25 +3,35 @@
 - :class:`LLM` — the protocol: ``complete(LLMRequest) -> str``;
 - :class:`OpenAICompatibleLLM` — on the ``openai`` client, any OpenAI-compatible endpoint,
   settings from arguments / environment / config file (:class:`LLMSettings`), retries with
-  backoff, timeouts, a :class:`ResponseCache` keyed by the full request;
+  backoff, per-request time limits, bounded concurrency, a :class:`ResponseCache` keyed by the
+  full request, replies checked (stop sequences, repetition loops, empty replies) and the
+  context budget (``context_length``, ``count_tokens``, ``fit``);
+- :mod:`kgengine.llm.local` — the packaged local model (the ``local-llm`` extra): ``kgengine
+  llm serve`` and :func:`~kgengine.llm.local.local_endpoint` for a run with no endpoint;
 - prompts as files: :func:`load_prompt` (``prompts/NAME.txt``) and :meth:`Prompt.fill`."""
 
 from kgengine.llm.cache import ResponseCache, default_cache_dir
 from kgengine.llm.client import (
     LLM,
+    Completion,
+    EmptyReplyError,
     LLMError,
     LLMRequest,
     LLMSettings,
     LLMStats,
     Message,
     OpenAICompatibleLLM,
-    cut_at_stop,
+    PromptTooLongError,
+    context_length_of,
+    count_tokens_of,
     llm_configured,
 )
 from kgengine.llm.prompt import Prompt, PromptError, load_prompt, prompt_names, read_prompt
+from kgengine.llm.replies import ESTIMATE_RULE, cut_at_stop, estimate_tokens
 
 __all__ = [
-    "LLM", "LLMError", "LLMRequest", "LLMSettings", "LLMStats", "Message", "OpenAICompatibleLLM",
-    "Prompt", "PromptError", "ResponseCache", "cut_at_stop", "default_cache_dir", "llm_configured",
-    "load_prompt", "prompt_names", "read_prompt",
+    "ESTIMATE_RULE", "LLM", "Completion", "EmptyReplyError", "LLMError", "LLMRequest", "LLMSettings",
+    "LLMStats", "Message", "OpenAICompatibleLLM", "Prompt", "PromptError", "PromptTooLongError",
+    "ResponseCache", "context_length_of", "count_tokens_of", "cut_at_stop", "default_cache_dir",
+    "estimate_tokens", "llm_configured", "load_prompt", "prompt_names", "read_prompt",
 ]
