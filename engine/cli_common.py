@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from kgengine.config import resolve_store
 from kgengine.errors import InvalidParameterError
+from kgengine.model import GraphInfo
 from kgengine.store import KGStore, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,8 +37,26 @@ def graph_option(required: bool = False, default: str | None = None) -> Callable
 def connect(store_location: str | None, read_only: bool = False, create: bool = False) -> KGStore:
     """The store of ``--store`` (or the configured default). Only ``kgengine load`` passes
     ``create``: every other command refuses a location that holds no store instead of
-    creating one there."""
+    creating one there. A command that only reads passes ``read_only``: it then never
+    waits for, nor blocks, another command on the same store."""
     return open_store(resolve_store(store_location), read_only=read_only, create=create)
+
+
+def warn_incomplete(infos: Iterable[GraphInfo]) -> None:
+    """The warning every reading command prints for each graph it reads that is marked
+    'loading' (an interrupted load, or one still running): its results are partial."""
+    for info in infos:
+        if not info.complete:
+            click.echo(f"warning: {info.incomplete_warning()}", err=True)
+
+
+def truncated(shown: int, total: int | None, what: str, option: str = "--limit") -> str | None:
+    """The notice a command prints when it shows ``shown`` of ``total`` items (None: more
+    than it counted): what was cut and how to get all of it; None when nothing was cut."""
+    if total is not None and shown >= total:
+        return None
+    of = f"{total:,}" if total is not None else "more"
+    return f"showing {shown:,} of {of} {what}; raise {option} to see more"
 
 
 def check_output_file(path: Path | None, option: str) -> None:

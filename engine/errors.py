@@ -43,3 +43,11 @@ class QueryError(KGEngineError):
 
 class StoreError(KGEngineError):
     """The store cannot be opened or reached (locked, unreachable server, bad credentials)."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store's one writer lock; names that process."""
+
+
+class QueryStopped(QueryError):
+    """A query ran past its ``--timeout`` and was stopped."""

@@ -63,6 +63,15 @@ class GraphInfo:
     splits: tuple[str, ...] = ()
     loaded_at: str = ""
 
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def incomplete_warning(self) -> str:
+        """What every reading command prints about a graph marked 'loading'."""
+        return (f"graph {self.name!r} is incomplete (its load was interrupted or is still running): "
+                f"results are those of a partial graph; reload it with `kgengine load … --graph {self.name}`")
+
 
 @dataclass(frozen=True)
 class GraphStats:
@@ -95,8 +104,11 @@ class QueryResult:
     """A user's query result (``KGStore.query``), the same shape on every backend: a
     boolean (SPARQL ASK), or named columns and rows of plain values (str for IRIs and
     literals, their lexical form on Oxigraph; numbers, lists and maps as Cypher returns
-    them; None where unbound). CONSTRUCT / DESCRIBE give subject, predicate, object rows."""
+    them; None where unbound). CONSTRUCT / DESCRIBE give subject, predicate, object rows,
+    or, when ``KGStore.user_query`` was asked for an RDF syntax, the serialised triples in
+    ``document`` (bytes in that syntax)."""
 
     columns: tuple[str, ...] = ()
     rows: tuple[tuple[Any, ...], ...] = ()
     boolean: bool | None = None
+    document: bytes | None = None

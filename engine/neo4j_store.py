@@ -24,11 +24,12 @@ from typing import Any, ClassVar
 
 import neo4j
 from kgengine.config import config_path, setting
-from kgengine.errors import InvalidParameterError, KGEngineError, StoreError
-from kgengine.model import GraphInfo, QueryResult, Relation, Triple, check_graph_name
+from kgengine.errors import InvalidParameterError, KGEngineError, QueryStopped, StoreError
+from kgengine.model import GraphInfo, QueryResult, Relation, Triple
+from kgengine.processes import run_stoppable
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text, relationship_type
-from kgengine.store import EmptyInputError, NamedQueryStore, TripleSource, as_mapping, iter_private_ids
+from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
 # The driver logs routing failures itself before raising; our StoreError says it once.
@@ -127,6 +128,8 @@ class Neo4jStore(NamedQueryStore):
     query_language: ClassVar[str] = "cypher"
     # the driver is thread-safe and every call opens its own session (sessions are not)
     concurrent_reads: ClassVar[bool] = True
+    schemes: ClassVar[tuple[str, ...]] = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
+    embedded: ClassVar[bool] = False  # a server: nothing on this machine to snapshot or serve
 
     def __init__(
         self,
@@ -142,6 +145,7 @@ class Neo4jStore(NamedQueryStore):
         self.location = location
         self.read_only = read_only
         self.batch_size = batch_size
+        self._abandoned = False  # a user's query was stopped while the driver still runs it
         if auth is None:
             auth = (
                 str(setting("neo4j.user", "NEO4J_USER", "neo4j")),
@@ -180,6 +184,10 @@ class Neo4jStore(NamedQueryStore):
         except BaseException:
             self._driver.close()
             raise
+
+    @classmethod
+    def check_location(cls, location: str, *, create: bool) -> None:
+        """A server always holds its database: what the URI names is checked on connecting."""
 
     # ---- driver plumbing ------------------------------------------------------------------
     @contextmanager
@@ -295,17 +303,9 @@ class Neo4jStore(NamedQueryStore):
         allow_empty: bool = True,
         progress: Reporter = NO_PROGRESS,
     ) -> GraphInfo:
-        check_graph_name(graph)
-        self._require_writable()
-        existing = self._refuse_existing(graph, replace)
-        progress.start(f"{graph}: reading and checking the input", total=None)
-        lines, relations = self._check_input(triples, progress)
-        if lines == 0 and not allow_empty:
-            raise EmptyInputError(f"the input of graph {graph!r} ({source or dataset}) has no triples; "
-                                  "pass --allow-empty to load an empty graph")
-        for pairs in (labels, relation_labels):  # read again below; fail now, not then
-            for _ in as_mapping(pairs):
-                pass
+        existing, lines, relations = self._begin_load(
+            graph, triples, dataset=dataset, source=source, labels=labels,
+            relation_labels=relation_labels, replace=replace, allow_empty=allow_empty, progress=progress)
         self._ensure_schema()
         swap = existing is not None and existing.status == "complete"
         key = staging_key(graph) if swap else graph
@@ -352,20 +352,8 @@ class Neo4jStore(NamedQueryStore):
         progress.update(description=f"{graph}: {count:,} triples loaded")
         return self._info({"name": graph, **meta})
 
-    @staticmethod
-    def _check_input(triples: TripleSource, progress: Reporter = NO_PROGRESS) -> tuple[int, set[str]]:
-        """Read every triple (the loader raises InputError on a bad line), check each
-        relation name once; the number of lines read and the relations met."""
-        checked: set[str] = set()
-        lines = 0
-        for triple in triples:
-            lines += 1
-            if lines % 10_000 == 0:
-                progress.advance(10_000)
-            if triple.relation not in checked:
-                relationship_type(triple.relation)
-                checked.add(triple.relation)
-        return lines, checked
+    def _relation_check(self) -> Any:
+        return relationship_type  # a name Neo4j cannot take as a relationship type fails here
 
     def _ensure_schema(self) -> None:
         if self._schema_ready:
@@ -478,6 +466,19 @@ class Neo4jStore(NamedQueryStore):
         columns = tuple(rows[0]) if rows else ()
         return QueryResult(columns, tuple(tuple(row[c] for c in columns) for row in rows))
 
+    def user_query(self, text: str, graph: str | None = None, *, timeout: float | None = None,
+                   rdf_syntax: str | None = None) -> QueryResult:
+        """Runs in a thread while the caller waits: Ctrl-C and ``timeout`` end the call at
+        once, and Neo4j ends the transaction when the connection closes (at exit: closing
+        the driver would wait for the abandoned query)."""
+        if rdf_syntax is not None:
+            raise KGEngineError(f"--format {rdf_syntax} is for SPARQL CONSTRUCT/DESCRIBE, not Cypher")
+        try:
+            return run_stoppable(lambda: self.query(text, graph), timeout)
+        except (QueryStopped, KeyboardInterrupt):
+            self._abandoned = True
+            raise
+
     def triples(self, graph: str) -> Iterator[Triple]:
         """Streamed (the driver fetches records in batches), not materialised."""
         text = query_text("cypher", "all_triples")
@@ -486,4 +487,5 @@ class Neo4jStore(NamedQueryStore):
                 yield Triple(record["h"], record["r"], record["t"])
 
     def close(self) -> None:
-        self._driver.close()
+        if not self._abandoned:
+            self._driver.close()

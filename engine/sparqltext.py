@@ -193,31 +193,46 @@ def short_syntax_error(message: str, text: str, predeclared: dict[str, str]) -> 
 _LOCAL = re.compile(r"((?:[\w.\-:%]|\\.)*)")
 
 
-def kgengine_iris(text: str, prefixes: dict[str, str]) -> list[str]:
+_DECLARATION = re.compile(r"(?<![\w?$:])PREFIX\s+[^\s:]*:\s*", re.IGNORECASE)
+
+
+def kgengine_iris(text: str, prefixes: dict[str, str], limit: int | None = None) -> list[str]:
     """IRIs in kgengine's entity, relation and graph namespaces that ``text`` names, as
-    ``<...>`` or as prefixed names (the query's own PREFIXes and ``prefixes``), in order."""
+    ``<...>`` or as prefixed names (the query's own PREFIXes and ``prefixes``), in order;
+    the first ``limit`` distinct ones when given (a 100k-IRI ``VALUES`` block stops early).
+
+    Linear in the text: each IRI reference is looked up in the set of offsets where a
+    ``PREFIX p:`` declaration's IRI starts (measured: the old per-IRI look-behind made a
+    3 MB query take 60 s here)."""
     declared = dict(prefixes)
     for match in re.finditer(r"PREFIX\s+([^\s:]*):\s*<([^>]*)>", text, re.IGNORECASE):
         declared[match.group(1)] = match.group(2)
     namespaces = (terms.ENTITY_NS, terms.RELATION_NS, terms.GRAPH_NS)
     masked = blank_opaque(text)
     template = _construct_template(masked)  # a CONSTRUCT template makes new triples: skipped
-    found: list[str] = []
+    # where the IRI of a ``PREFIX p: <...>`` starts (the keyword itself not inside a string)
+    declarations = {m.end() for m in _DECLARATION.finditer(text) if masked[m.start()] != " "}
+    found: dict[str, None] = {}
+
+    def add(iri: str) -> bool:
+        if iri not in namespaces:
+            found[iri] = None
+        return limit is not None and len(found) >= limit
+
     for match in _OPAQUE.finditer(text):
         token = match.group()
-        if match.start() in template:
+        if match.start() in template or match.start() in declarations:
             continue
-        if token.startswith("<") and token[1:-1].startswith(namespaces):
-            before = masked[:match.start()].rstrip()
-            if not re.search(r"PREFIX\s+[^\s:]*:$", before, re.IGNORECASE):
-                found.append(token[1:-1])
+        if token.startswith("<") and token[1:-1].startswith(namespaces) and add(token[1:-1]):
+            return list(found)
     for match in _USED.finditer(masked):
         namespace = declared.get(match.group(1) or "")
         if match.start() in template or namespace is None or not namespace.startswith(namespaces):
             continue
         local = _LOCAL.match(masked, match.end()).group(1).rstrip(".")
-        found.append(namespace + re.sub(r"\\(.)", r"\1", local))
-    return list(dict.fromkeys(iri for iri in found if iri not in namespaces))
+        if add(namespace + re.sub(r"\\(.)", r"\1", local)):
+            break
+    return list(found)
 
 
 def _construct_template(masked: str) -> range:

@@ -3,7 +3,8 @@ endpoint use. Backends (Oxigraph, Neo4j) are registered by URI scheme, rdflib-pl
 
 Callers never look at which backend they hold: what differs is stated by the protocol's
 capabilities (``query_language``, ``concurrent_reads``) and reached through its methods
-(``run`` for named queries, ``query`` for a user's own query text)."""
+(``run`` for named queries, ``query`` for a user's own query text). Each backend declares
+the locations it takes (``accepts``: URI ``schemes``, or a directory on this machine)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from kgengine.errors import (
     KGEngineError,
     StoreError,
 )
-from kgengine.model import Direction, Entity, GraphInfo, GraphStats, QueryResult, Triple
+from kgengine.model import Direction, Entity, GraphInfo, GraphStats, QueryResult, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
 
 
@@ -73,7 +74,17 @@ class KGStore(Protocol):
     backend: ClassVar[str]  # a name for reports (stats.json); never branch on it
     query_language: ClassVar[str]  # "sparql" or "cypher": named query files run, and ``query`` text
     concurrent_reads: ClassVar[bool]  # see the class docstring
+    # URI schemes this backend takes ("neo4j", "bolt", ...); () for a store directory
+    schemes: ClassVar[tuple[str, ...]]
+    # a store directory on this machine, which ``kgengine serve`` can snapshot and serve
+    embedded: ClassVar[bool]
     location: str
+
+    @classmethod
+    def check_location(cls, location: str, *, create: bool) -> None:
+        """Refuse, before anything is written there, a location that cannot be (or, without
+        ``create``, does not hold) a store of this backend: :class:`StoreError`."""
+        ...
 
     def graphs(self) -> list[GraphInfo]:
         """Every named graph with its metadata (interrupted loads have status 'loading')."""
@@ -170,6 +181,21 @@ class KGStore(Protocol):
         store cannot parse."""
         ...
 
+    def check_query(self, text: str, graph: str | None = None) -> list[str]:
+        """Before a user's query runs: :class:`QueryError` for text this store refuses (an
+        update, an undefined prefix), and warnings (one line each) for what will most likely
+        match nothing, such as an IRI that occurs nowhere in the store."""
+        ...
+
+    def user_query(self, text: str, graph: str | None = None, *, timeout: float | None = None,
+                   rdf_syntax: str | None = None) -> QueryResult:
+        """:meth:`query` as ``kgengine query`` runs it: stopped at once by Ctrl-C (which
+        raises ``KeyboardInterrupt``) or after ``timeout`` seconds
+        (:class:`kgengine.errors.QueryStopped`). ``rdf_syntax`` ("nt" or "ttl") asks for a
+        CONSTRUCT / DESCRIBE result serialised in ``QueryResult.document``; a query that
+        returns solutions then is a :class:`QueryError`."""
+        ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> KGStore: ...
@@ -177,44 +203,79 @@ class KGStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-# backend -> "module:Class"; a location with one of NEO4J_SCHEMES is a Neo4j server, one
-# with no URI scheme an Oxigraph directory, any other scheme an error
+# backend -> "module:Class", imported only when a location needs it (in this order: the
+# first class whose ``schemes`` take the location's URI scheme, or that takes directories)
 BACKENDS: dict[str, str] = {
     "oxigraph": "kgengine.oxigraph_store:OxigraphStore",
     "neo4j": "kgengine.neo4j_store:Neo4jStore",
 }
-NEO4J_SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://", "bolt://", "bolt+s://", "bolt+ssc://")
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+def _backend_class(name: str) -> type[KGStore]:
+    module_name, _, class_name = BACKENDS[name].partition(":")
+    return getattr(import_module(module_name), class_name)
+
+
+def backend_class(location: str) -> type[KGStore]:
+    """The backend class that takes ``location``: the one declaring its URI scheme, or the
+    one taking store directories when it has none; :class:`StoreError` for a URI whose
+    scheme no backend takes (an ``http://`` endpoint is not a store)."""
+    found = _URI_SCHEME.match(location)
+    scheme = found.group(1).lower() if found else None
+    declared: list[str] = []
+    for name in BACKENDS:
+        cls = _backend_class(name)
+        if scheme is None and not cls.schemes:
+            return cls
+        if scheme is not None and scheme in cls.schemes:
+            return cls
+        declared.extend(cls.schemes)
+    if scheme is None:
+        raise StoreError(f"no backend takes the store location {location!r}")
+    raise StoreError(
+        f"unsupported store URI scheme {scheme!r} in {location!r}: a store is a directory "
+        f"(Oxigraph) or a URI with one of the schemes {', '.join(declared)}"
+    )
+
+
 def backend_for(location: str) -> str:
-    """The backend registered for ``location``; :class:`StoreError` for a URI whose scheme
-    no backend takes (an ``http://`` endpoint is not a store)."""
-    if location.startswith(NEO4J_SCHEMES):
-        return "neo4j"
-    scheme = _URI_SCHEME.match(location)
-    if scheme:
-        raise StoreError(
-            f"unsupported store URI scheme {scheme.group(1)!r} in {location!r}: a store is a "
-            f"directory (Oxigraph) or a Neo4j URI ({', '.join(s.removesuffix('://') for s in NEO4J_SCHEMES)})"
-        )
-    return "oxigraph"
+    """The name of the backend registered for ``location`` (see :func:`backend_class`)."""
+    return backend_class(location).backend
 
 
 def is_directory_location(location: str) -> bool:
     """Whether ``location`` names a store directory on this machine (an embedded store, which
     ``kgengine serve`` can serve) rather than a database server's URI."""
-    return backend_for(location) == "oxigraph"
+    return backend_class(location).embedded
+
+
+def check_store_location(location: str, *, create: bool = False) -> None:
+    """Refuse a location that holds no store (or, with ``create``, cannot hold one) before
+    anything is written there, without opening the store."""
+    backend_class(location).check_location(location, create=create)
 
 
 def open_store(location: str, *, read_only: bool = False, create: bool = True) -> KGStore:
     """Open the store at ``location``: a directory (Oxigraph) or a Neo4j URI. With
     ``create`` a store directory that does not exist yet (or is empty) is created; without
     it, a location that holds no store is a :class:`StoreError`. A file, a non-empty
-    directory that is not a store, and an unsupported URI scheme are always refused."""
-    module_name, _, class_name = BACKENDS[backend_for(location)].partition(":")
-    cls = getattr(import_module(module_name), class_name)
-    return cls(location, read_only=read_only, create=create)
+    directory that is not a store, and an unsupported URI scheme are always refused.
+
+    ``read_only`` is what every command that only reads asks for: such a store never takes
+    the writer's lock, so any number of readers run beside each other and beside one
+    writer (on Oxigraph, each reader reads a private snapshot, docs/data-model.md)."""
+    return backend_class(location)(location, read_only=read_only, create=create)  # type: ignore[call-arg]
+
+
+def graph_not_found(graph: str, where: str, known: Iterable[str]) -> GraphNotFoundError:
+    """The one "no graph" error: names the graphs there are."""
+    names = ", ".join(known) or "none"
+    return GraphNotFoundError(f"no graph {graph!r} in {where} (graphs: {names})")
+
+
+def graph_incomplete(graph: str) -> GraphIncompleteError:
+    return GraphIncompleteError(f"graph {graph!r} is incomplete (an interrupted load); reload it")
 
 
 def resolve_graph(store: KGStore, graph: str | None) -> str:
@@ -263,11 +324,68 @@ class NamedQueryStore:
             raise InvalidParameterError("--graph must not be empty (leave it out for the default)")
         info = self.graph_info(graph)
         if info is None:
-            known = ", ".join(g.name for g in self.graphs()) or "none"
-            raise GraphNotFoundError(f"no graph {graph!r} in {self.location} (graphs: {known})")
+            raise graph_not_found(graph, self.location, (g.name for g in self.graphs()))
         if complete and info.status != "complete":
-            raise GraphIncompleteError(f"graph {graph!r} is incomplete (an interrupted load); reload it")
+            raise graph_incomplete(graph)
         return info
+
+    def check_query(self, text: str, graph: str | None = None) -> list[str]:
+        return []
+
+    def _require_writable(self) -> None:
+        if getattr(self, "read_only", False):
+            raise StoreError(f"the store {self.location} was opened read-only")
+
+    # ---- the load prelude, the same on every backend ---------------------------------------
+    def _relation_check(self) -> Callable[[str], object] | None:
+        """A check of each relation name the backend needs (it raises on a name the store
+        cannot hold); None when every name is fine."""
+        return None
+
+    def _check_triples(self, triples: TripleSource, progress: Reporter) -> tuple[int, set[str]]:
+        """Read all of the input once (the loader raises InputError on a malformed line):
+        the number of triple lines, and the relations met when the backend checks them."""
+        check = self._relation_check()
+        lines = 0
+        relations: set[str] = set()
+        if check is None and isinstance(triples, BlockSource):
+            for block in triples.blocks():  # the fast path: count lines, nothing per triple
+                n = block.count("\n")
+                lines += n
+                progress.advance(n)
+            return lines, relations
+        for triple in triples:
+            lines += 1
+            if lines % 10_000 == 0:
+                progress.advance(10_000)
+            if check is not None and triple.relation not in relations:
+                check(triple.relation)
+                relations.add(triple.relation)
+        progress.advance(lines % 10_000)
+        return lines, relations
+
+    def _begin_load(self, graph: str, triples: TripleSource, *, dataset: str, source: str,
+                    labels: Iterable[tuple[str, str]] | Mapping[str, str],
+                    relation_labels: Iterable[tuple[str, str]] | Mapping[str, str],
+                    replace: bool, allow_empty: bool,
+                    progress: Reporter) -> tuple[GraphInfo | None, int, set[str]]:
+        """What every load does before the store changes: check the name, refuse an existing
+        complete graph without ``replace``, read and check all of the input (triples, then
+        labels), refuse empty input without ``allow_empty``. Returns what is stored under the
+        name (a graph to replace or an interrupted load), the number of triple lines, and the
+        relations met (when the backend checks them)."""
+        check_graph_name(graph)
+        self._require_writable()
+        existing = self._refuse_existing(graph, replace)
+        progress.start(f"{graph}: reading and checking the input", total=None)
+        lines, relations = self._check_triples(triples, progress)
+        if lines == 0 and not allow_empty:
+            raise EmptyInputError(f"the input of graph {graph!r} ({source or dataset}) has no triples; "
+                                  "pass --allow-empty to load an empty graph")
+        for pairs in (labels, relation_labels):  # read again when written; fail now, not then
+            for _ in as_mapping(pairs):
+                pass
+        return existing, lines, relations
 
     def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
         return list(self._rows(name, graph, params))

@@ -106,6 +106,9 @@ def load(dataset: str, path: Path | None, store_location: str | None, graph: str
                 splits=data.splits, replace=replace, seed=seed, allow_empty=allow_empty,
                 progress=_progress_for(interactive, bar),
             )
+        from kgengine.mining.index import write_after_load
+
+        write_after_load(store, info.name)  # the mining index, so that `mine` need not scan the store
     finally:
         store.close()
     seconds = time.perf_counter() - started
@@ -120,7 +123,7 @@ def load(dataset: str, path: Path | None, store_location: str | None, graph: str
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def graphs(store_location: str | None, as_json: bool) -> None:
     """List the graphs in the store."""
-    store = connect(store_location, read_only=False)
+    store = connect(store_location, read_only=True)
     try:
         infos = store.graphs()
     finally:
@@ -144,7 +147,7 @@ def graphs(store_location: str | None, as_json: bool) -> None:
 def stats(store_location: str | None, graph: str | None, as_json: bool) -> None:
     """Counts and degree statistics of one graph (or of every graph)."""
     check_graph_option(graph)
-    store = connect(store_location)
+    store = connect(store_location, read_only=True)
     try:
         infos = [store.require_graph(graph)] if graph is not None else store.graphs()
         if not infos:

@@ -169,7 +169,7 @@ def groundings_command(rule_text: str, store_location: str | None, graph: str | 
         raise KGEngineError(f"cannot parse rule: {exc}") from None
     if not rule.is_connected:
         raise KGEngineError(f"rule {rule} is not connected")
-    store = connect(store_location)
+    store = connect(store_location, read_only=True)
     try:
         name = resolve_graph(store, graph)
         rows = groundings(store, name, rule, head=HeadFilter(head), limit=limit)

@@ -14,39 +14,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import struct
 import sys
 import threading
 import time
 import traceback
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import Any
 
 import pyoxigraph as ox
-from kgengine import sparqltext, terms
-from kgengine.oxigraph_store import slot_iris
+from kgengine import sparqltext
+from kgengine.errors import GraphNotFoundError
+from kgengine.oxigraph_store import OxigraphStore, is_store_directory
+from kgengine.processes import read_frame as read_job
+from kgengine.processes import write_frame
 from kgengine.serve import formats
+from kgengine.store import graph_not_found
 
-_LEN = struct.Struct(">I")
-
-
-def write_frame(out: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
-    header = {**header, "length": len(body)}
-    data = json.dumps(header).encode()
-    out.write(_LEN.pack(len(data)) + data + body)
-    out.flush()
-
-
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
-    data = stream.read(n)
-    return data if data is not None and len(data) == n else None
-
-
-def read_job(stream: BinaryIO) -> dict[str, Any] | None:
-    head = _read_exact(stream, _LEN.size)
-    if head is None:
-        return None
-    payload = _read_exact(stream, _LEN.unpack(head)[0])
-    return None if payload is None else json.loads(payload)
+__all__ = ["handle", "main", "read_job", "write_frame"]
 
 
 def open_oxigraph(path: str, writable: bool) -> ox.Store:
@@ -54,7 +38,7 @@ def open_oxigraph(path: str, writable: bool) -> ox.Store:
     one writes to; the one writable worker (--allow-update) owns the live store."""
     if writable:
         return ox.Store(path)
-    if not os.path.isfile(os.path.join(path, "CURRENT")):
+    if not is_store_directory(Path(path)):
         raise OSError(f"no Oxigraph store at {path} (run `kgengine load` first)")
     return ox.Store.read_only(path)
 
@@ -126,14 +110,14 @@ def run_graphs(store: ox.Store) -> tuple[dict[str, Any], bytes]:
 
 
 def run_graph_iris(store: ox.Store, name: str) -> tuple[dict[str, Any], bytes]:
-    """The named graphs (facts, labels) that hold kgengine graph ``name`` now (its load
-    metadata says which slot is live), or 404."""
-    subject = ox.NamedNode(terms.graph_iri(name))
-    meta = {q.predicate.value: q.object.value
-            for q in store.quads_for_pattern(subject, None, None, ox.NamedNode(terms.META_GRAPH))}
-    if not meta:
-        raise Refused(404, f"no graph {name!r} in this store")
-    iris = slot_iris(name, meta.get(terms.VOCAB_NS + "slot", ""))
+    """The named graphs (facts, labels) that hold kgengine graph ``name`` now (the store
+    says which slot is live), or 404."""
+    kg = OxigraphStore.wrap(store, "this store")
+    try:
+        kg.require_graph(name)
+    except GraphNotFoundError:
+        raise Refused(404, str(graph_not_found(name, "this store", (g.name for g in kg.graphs())))) from None
+    iris = kg.data_graph_iris(name)
     return {"status": 200, "type": "application/json"}, json.dumps(list(iris)).encode()
 
 
