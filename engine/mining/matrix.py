@@ -144,6 +144,18 @@ class Adjacency:
             self.lookup = np.full(n, k, dtype=np.int64)
             self.lookup[self.domain] = np.arange(k)
 
+    @classmethod
+    def of(cls, domain: np.ndarray, matrix: sp.csr_matrix, n: int, lookup: bool) -> Adjacency:
+        """The adjacency over an existing domain and matrix (the index's arrays, not copied)."""
+        adj = cls.__new__(cls)
+        adj.n, adj.domain, adj.matrix, adj.lookup = n, domain, matrix, None
+        if lookup:
+            k = len(domain)
+            adj.lookup = np.full(n, k, dtype=np.int64)
+            adj.lookup[domain] = np.arange(k)
+            adj.lookup.flags.writeable = False
+        return adj
+
     def positions(self, entities: np.ndarray) -> np.ndarray:
         """Local row of each entity; the empty last row for an entity outside the domain."""
         if self.lookup is not None:
@@ -203,93 +215,193 @@ class Adjacency:
         return rows * self.n + self.matrix.indices.astype(np.int64)
 
 
+def build_arrays(triples: Iterable[Triple], on_read: Callable[[int], None] | None = None
+                 ) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
+    """(entity names, relation names, the flat arrays of ``KGIndex``) of a stream of triples,
+    read in chunks (``on_read(n)`` after every n triples)."""
+    entity_ids: dict[str, int] = {}
+    relation_ids: dict[str, int] = {}
+    chunks: list[np.ndarray] = []
+    entity, relation = entity_ids.setdefault, relation_ids.setdefault
+    for batch in _batched(triples, _BUILD_CHUNK):
+        # ids in order of first appearance (head, then tail, triple by triple)
+        ends = [entity(e, len(entity_ids)) for h, _, t in batch for e in (h, t)]
+        rels = [relation(r, len(relation_ids)) for _, r, _ in batch]
+        ids = np.empty((len(batch), 3), dtype=np.int64)
+        ids[:, [0, 2]] = np.array(ends, dtype=np.int64).reshape(-1, 2)
+        ids[:, 1] = rels
+        chunks.append(ids)
+        if on_read is not None:
+            on_read(len(batch))
+    entities = list(entity_ids)
+    del entity_ids
+    # relations sorted by name so that ids (and every tie-break) are reproducible
+    relations = sorted(relation_ids)
+    remap = np.zeros(len(relation_ids), dtype=np.int64)
+    for name, old in relation_ids.items():
+        remap[old] = relations.index(name)
+    n, nrel = len(entities), len(relations)
+    ids = np.concatenate(chunks) if chunks else np.zeros((0, 3), dtype=np.int64)
+    del chunks
+    # set semantics: a triple given twice is one fact; sorted by (relation, subject, object)
+    key = (remap[ids[:, 1]] * n + ids[:, 0]) * n + ids[:, 2]
+    del ids
+    key = np.unique(key)
+    o = key % n if n else key
+    s = (key // n) % n if n else key
+    r = key // (n * n) if n else key
+    del key
+    # one index dtype for every matrix (what scipy picks for them: int32 unless too large)
+    itype = np.int32 if max(n, len(r)) < 2**31 - 1 else np.int64
+    out: dict[str, np.ndarray] = {"shape": np.array([n, nrel], dtype=np.int64)}
+    bounds = np.searchsorted(r, np.arange(nrel + 1))
+    out["fact_off"] = bounds.astype(np.int64)
+    out["fact_keys"] = s * n + o  # sorted per relation: the facts are
+    for name, (rows, cols) in (("fwd", (s, o)), ("bwd", (o, s))):
+        domains, indptrs, indices = [], [], []
+        for i in range(nrel):
+            rs, cs = rows[bounds[i] : bounds[i + 1]], cols[bounds[i] : bounds[i + 1]]
+            domain, local = np.unique(rs, return_inverse=True)
+            # one more row, always empty: entities outside the domain gather it
+            m = _csr(local, cs, (len(domain) + 1, n))
+            domains.append(domain)
+            indptrs.append(m.indptr.astype(itype))
+            indices.append(m.indices.astype(itype))
+        out[f"{name}_domain"] = np.concatenate(domains) if domains else np.zeros(0, dtype=np.int64)
+        sizes = [len(d) for d in domains]
+        out[f"{name}_domain_off"] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        out[f"{name}_indptr"] = np.concatenate(indptrs) if indptrs else np.zeros(0, dtype=itype)
+        out[f"{name}_indices"] = np.concatenate(indices) if indices else np.zeros(0, dtype=itype)
+    for name, column in (("subject_inc", s), ("object_inc", o)):
+        m = _csr(column, r, (n, nrel))
+        out[f"{name}_indptr"], out[f"{name}_indices"] = m.indptr.astype(itype), m.indices.astype(itype)
+    pair = s * n + o
+    del s, o
+    order = np.argsort(pair, kind="stable")  # stable: relations stay sorted per pair
+    pair, rel_sorted = pair[order], r[order]
+    del order, r
+    pair_keys, first = np.unique(pair, return_index=True)
+    del pair
+    out["pair_keys"] = pair_keys
+    any_fwd = _csr(pair_keys // max(n, 1), pair_keys % max(n, 1), (n, n))
+    any_fwd.data = np.arange(1, any_fwd.nnz + 1, dtype=np.int32)
+    any_bwd = any_fwd.T.tocsr()
+    for name, m in (("any_fwd", any_fwd), ("any_bwd", any_bwd)):
+        out[f"{name}_indptr"], out[f"{name}_indices"] = m.indptr.astype(itype), m.indices.astype(itype)
+        out[f"{name}_data"] = m.data
+    if 0 < n * n <= 1 << 31:
+        bits = np.zeros((n * n + 7) // 8, dtype=np.uint8)
+        np.bitwise_or.at(bits, pair_keys >> 3, (1 << (pair_keys & 7)).astype(np.uint8))
+        out["pair_bits"] = bits
+    out["pair_rel_indices"] = rel_sorted.astype(np.int32)
+    out["pair_rel_indptr"] = np.append(first, len(rel_sorted)).astype(np.int32)
+    # the data of every 0/1 matrix: one shared array of ones (views of it)
+    out["ones"] = np.ones(max(len(rel_sorted), 1), dtype=np.int32)
+    return entities, relations, out
+
+
 class KGIndex:
     """Integer index of one graph: per-relation adjacency in both directions, incidence
     matrices, the sorted fact-pair index and per-relation statistics (cached: they are asked
     for constantly). Built from a stream of triples in chunks: memory is the index's numpy
-    arrays plus the entity-name table, never a Python object per triple."""
+    arrays plus the entity-name table, never a Python object per triple.
+
+    Everything is held in a few flat arrays (``arrays()``; the matrices are views of them), so
+    that ``kgengine.mining.index`` can write them to one file and map them back: an index
+    built here and one mapped from disk are the same object over the same arrays. The arrays
+    are read-only either way (a write would fail on a mapped file, so it fails here too)."""
 
     def __init__(self, triples: Iterable[Triple], on_read: Callable[[int], None] | None = None) -> None:
-        entity_ids: dict[str, int] = {}
-        relation_ids: dict[str, int] = {}
-        chunks: list[np.ndarray] = []
-        entity, relation = entity_ids.setdefault, relation_ids.setdefault
-        for batch in _batched(triples, _BUILD_CHUNK):
-            # ids in order of first appearance (head, then tail, triple by triple)
-            ends = [entity(e, len(entity_ids)) for h, _, t in batch for e in (h, t)]
-            rels = [relation(r, len(relation_ids)) for _, r, _ in batch]
-            ids = np.empty((len(batch), 3), dtype=np.int64)
-            ids[:, [0, 2]] = np.array(ends, dtype=np.int64).reshape(-1, 2)
-            ids[:, 1] = rels
-            chunks.append(ids)
-            if on_read is not None:
-                on_read(len(batch))
-        self.entities = list(entity_ids)
-        self.entity_ids = entity_ids
-        # relations sorted by name so that ids (and every tie-break) are reproducible
-        self.relations = sorted(relation_ids)
-        remap = np.zeros(len(relation_ids), dtype=np.int64)
-        for name, old in relation_ids.items():
-            remap[old] = self.relations.index(name)
+        entities, relations, arrays = build_arrays(triples, on_read)
+        self._assemble(arrays, relations, entities)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], relations: list[str],
+                    entities: list[str] | Callable[[], list[str]]) -> KGIndex:
+        """The index over ``arrays`` (as ``arrays()`` gives them; memory-mapped ones are not
+        copied); ``entities`` may be a function that decodes the names when first asked for
+        (only rules with constants and instantiated heads need them)."""
+        index = cls.__new__(cls)
+        index._assemble(arrays, relations, entities)
+        return index
+
+    def _assemble(self, arrays: dict[str, np.ndarray], relations: list[str],
+                  entities: list[str] | Callable[[], list[str]]) -> None:
+        for array in arrays.values():
+            array.flags.writeable = False
+        self._arrays = arrays
+        self._entities: list[str] | None = None if callable(entities) else entities
+        self._decode_entities = entities if callable(entities) else None
+        self._entity_ids: dict[str, int] | None = None
+        self.relations = list(relations)
         self.relation_ids = {name: i for i, name in enumerate(self.relations)}
-        n = self.n = len(self.entities)
+        n = self.n = int(arrays["shape"][0])
         nrel = len(self.relations)
-        ids = np.concatenate(chunks) if chunks else np.zeros((0, 3), dtype=np.int64)
-        del chunks
-        # set semantics: a triple given twice is one fact; sorted by (relation, subject, object)
-        key = (remap[ids[:, 1]] * n + ids[:, 0]) * n + ids[:, 2]
-        del ids
-        key = np.unique(key)
-        o = key % n
-        s = (key // n) % n
-        r = key // (n * n)
-        del key
+        ones = arrays["ones"]
+        fact_off = arrays["fact_off"]
         self.fwd: list[Adjacency] = []
         self.bwd: list[Adjacency] = []
-        self.rel_keys: list[np.ndarray] = []  # sorted s*n+o per relation (membership tests)
-        self.stats: dict[str, RelationStats] = {}
-        bounds = np.searchsorted(r, np.arange(nrel + 1))
         # entity -> row lookup arrays for every relation when they take <= 256 MiB in all
         # (Family, FB15k-237), else for the relations with at least n/2 facts only
         all_lookups = 2 * nrel * n * 8 <= 1 << 28
-        for i, name in enumerate(self.relations):
-            rs, ro = s[bounds[i] : bounds[i + 1]], o[bounds[i] : bounds[i + 1]]
-            lookup = all_lookups or 2 * len(rs) >= n
-            self.fwd.append(Adjacency(rs, ro, n, lookup))
-            self.bwd.append(Adjacency(ro, rs, n, lookup))
-            self.rel_keys.append(rs * n + ro)  # already sorted: the facts are
-            self.stats[name] = RelationStats(facts=len(rs), subjects=len(self.fwd[-1].domain),
-                                             objects=len(self.bwd[-1].domain))
+        for name, out in (("fwd", self.fwd), ("bwd", self.bwd)):
+            domains, domain_off = arrays[f"{name}_domain"], arrays[f"{name}_domain_off"]
+            indptrs, indices = arrays[f"{name}_indptr"], arrays[f"{name}_indices"]
+            for i in range(nrel):
+                d0, d1 = int(domain_off[i]), int(domain_off[i + 1])
+                k = d1 - d0
+                p0 = d0 + 2 * i  # each relation's indptr has k + 2 entries (k + 1 rows)
+                f0, f1 = int(fact_off[i]), int(fact_off[i + 1])
+                matrix = _wrap_csr(ones[: f1 - f0], indices[f0:f1], indptrs[p0 : p0 + k + 2], (k + 1, n))
+                out.append(Adjacency.of(domains[d0:d1], matrix, n, all_lookups or 2 * (f1 - f0) >= n))
+        fact_keys = arrays["fact_keys"]
+        # sorted s*n+o per relation (membership tests)
+        self.rel_keys: list[np.ndarray] = [fact_keys[fact_off[i] : fact_off[i + 1]] for i in range(nrel)]
+        self.stats: dict[str, RelationStats] = {
+            name: RelationStats(facts=int(fact_off[i + 1] - fact_off[i]), subjects=len(self.fwd[i].domain),
+                                objects=len(self.bwd[i].domain))
+            for i, name in enumerate(self.relations)}
         # entity x relation incidence: is e a subject (object) of r; a dangling atom's support
         # for all relations at once is one product with these
-        self.subject_incidence = _csr(s, r, (n, nrel)) if n else sp.csr_matrix((0, nrel))
-        self.object_incidence = _csr(o, r, (n, nrel)) if n else sp.csr_matrix((0, nrel))
+        shape = (n, nrel)
+        self.subject_incidence = _wrap_csr(ones[: len(arrays["subject_inc_indices"])],
+                                           arrays["subject_inc_indices"], arrays["subject_inc_indptr"], shape)
+        self.object_incidence = _wrap_csr(ones[: len(arrays["object_inc_indices"])],
+                                          arrays["object_inc_indices"], arrays["object_inc_indptr"], shape)
         # fact-pair index: sorted distinct s*n+o, and for each pair the relations linking it
-        pair = s * n + o
-        del s, o
-        order = np.argsort(pair, kind="stable")  # stable: relations stay sorted per pair
-        pair, rel_sorted = pair[order], r[order]
-        del order, r
-        self.pair_keys, first = np.unique(pair, return_index=True)
-        del pair
+        self.pair_keys = arrays["pair_keys"]
         # any relation at all: which pairs are linked (closing atoms intersect with this first);
         # the data is 1 + the pair's position in the fact-pair index (sorted s*n+o = CSR order)
-        self.any_fwd = _csr(self.pair_keys // max(n, 1), self.pair_keys % max(n, 1), (n, n))
-        self.any_fwd.data = np.arange(1, self.any_fwd.nnz + 1, dtype=np.int32)
-        self.any_bwd = self.any_fwd.T.tocsr()
+        self.any_fwd = _wrap_csr(arrays["any_fwd_data"], arrays["any_fwd_indices"],
+                                 arrays["any_fwd_indptr"], (n, n))
+        self.any_bwd = _wrap_csr(arrays["any_bwd_data"], arrays["any_bwd_indices"],
+                                 arrays["any_bwd_indptr"], (n, n))
         # a bitmap of the linked pairs, when n² bits fit in 256 MiB (FB15k-237: 26 MiB): most
         # looked-up pairs are not linked, and a bit test is far cheaper than a binary search
-        self.pair_bits: np.ndarray | None = None
-        if 0 < n * n <= 1 << 31:
-            self.pair_bits = np.zeros((n * n + 7) // 8, dtype=np.uint8)
-            np.bitwise_or.at(self.pair_bits, self.pair_keys >> 3,
-                             (1 << (self.pair_keys & 7)).astype(np.uint8))
+        self.pair_bits: np.ndarray | None = arrays.get("pair_bits")
         # pair x relation, CSR: the relations of each distinct linked pair
-        self.pair_relation_matrix = sp.csr_matrix(
-            (np.ones(len(rel_sorted), dtype=np.int32), rel_sorted.astype(np.int32),
-             np.append(first, len(rel_sorted)).astype(np.int32)),
-            shape=(len(self.pair_keys), max(nrel, 1)))
+        rel_sorted = arrays["pair_rel_indices"]
+        self.pair_relation_matrix = _wrap_csr(ones[: len(rel_sorted)], rel_sorted, arrays["pair_rel_indptr"],
+                                              (len(self.pair_keys), max(nrel, 1)))
         self.triples = len(rel_sorted)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The flat arrays the index is made of (what ``kgengine.mining.index`` writes)."""
+        return dict(self._arrays)
+
+    @property
+    def entities(self) -> list[str]:
+        """Entity names by index (decoded when first asked for on a mapped index)."""
+        if self._entities is None:
+            assert self._decode_entities is not None
+            self._entities = self._decode_entities()
+        return self._entities
+
+    @property
+    def entity_ids(self) -> dict[str, int]:
+        if self._entity_ids is None:
+            self._entity_ids = {name: i for i, name in enumerate(self.entities)}
+        return self._entity_ids
 
     @classmethod
     def from_store(cls, store: KGStore, graph: str,

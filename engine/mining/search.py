@@ -60,19 +60,22 @@ if TYPE_CHECKING:
 
 
 def counting_engine(store: KGStore, graph: str, kind: str = "matrix",
-                    on_read: Callable[[int], None] | None = None) -> CountingEngine:
-    """The counting engine ``kind`` over ``graph``: ``matrix`` copies the graph into an
-    in-memory sparse-matrix index (``on_read(n)`` after every n triples read); ``query``
-    runs counting queries on the store."""
+                    on_read: Callable[[int], None] | None = None, persisted: bool = True) -> CountingEngine:
+    """The counting engine ``kind`` over ``graph``: ``matrix`` counts on a sparse-matrix
+    index of the graph, memory-mapped from the file written at load time when it is current
+    (``persisted``), else read from the store (``on_read(n)`` after every n triples read) and
+    written for the next run; ``query`` runs counting queries on the store."""
     if kind == "query":
         from kgengine.mining.query_engine import QueryEngine
 
         return QueryEngine(store, graph)
     if kind != "matrix":
         raise ValueError(f"unknown counting engine {kind!r}; known: {', '.join(ENGINES)}")
+    from kgengine.mining.index import cached_index
     from kgengine.mining.matrix import KGIndex, MatrixEngine
 
-    return MatrixEngine(KGIndex.from_store(store, graph, on_read))
+    index = cached_index(store, graph, on_read) if persisted else KGIndex.from_store(store, graph, on_read)
+    return MatrixEngine(index)
 
 
 def available_cores() -> int:

@@ -1,0 +1,209 @@
+"""The matrix engine's index, persisted: written once per load of a graph, memory-mapped by
+every later ``kgengine mine`` / ``brink build`` (or any caller of ``cached_index``) instead
+of reading the graph out of the store again.
+
+One file per (store, graph) holds the index's flat arrays (``KGIndex.arrays()``) and the
+entity names, after a JSON header that records what it was built from: the graph's load
+stamp (``GraphInfo``: load time, triples, dataset, source, splits) and the store location.
+A file whose stamp differs from the graph's current one is never used (the graph was
+replaced, dropped and reloaded, or the store is another one); it is rebuilt from the store
+and rewritten. Where the file lives:
+
+- an embedded store (a directory, Oxigraph): beside it, ``.<store name>.mining/`` (like the
+  server's snapshots ``.<store name>.serve/``: the store directory itself belongs to RocksDB);
+- a database server (Neo4j): the user cache directory, ``$KGENGINE_CACHE/mining/`` or
+  ``platformdirs.user_cache_dir("kgengine")/mining/``, named by location and graph.
+
+A file is written to a temporary name in the same folder and renamed over the old one, so a
+process killed while writing leaves the old file or none (the temporary is removed by the
+next write) and the graph usable; readers that mapped the old file keep its pages. When the
+folder is not writable the index is built in memory, as before.
+
+Layout: ``MAGIC``, the header length (8 bytes, little-endian), the header (JSON), then each
+array at a 64-byte aligned offset; the header lists name, dtype, shape and offset of each."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from kgengine.mining.matrix import KGIndex, build_arrays
+from kgengine.store import KGStore, is_directory_location
+
+MAGIC = b"KGMINIX1"
+FORMAT_VERSION = 1  # bump when KGIndex.arrays() changes meaning
+CACHE_ENV = "KGENGINE_CACHE"
+_ALIGN = 64
+_SEPARATOR = "\x00"  # between entity names (no IRI or dataset id holds it)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def _location(store: KGStore) -> str:
+    location = str(store.location)
+    path = Path(location)
+    return str(path.resolve()) if "://" not in location and path.exists() else location
+
+
+def cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser() / "mining"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kgengine")) / "mining"
+
+
+def index_path(store: KGStore, graph: str) -> Path:
+    """Where the index of ``graph`` is kept (the file may not exist)."""
+    location = _location(store)
+    name = f"{_digest(location, graph)}.kgidx"
+    if is_directory_location(location):
+        store_dir = Path(location)
+        return store_dir.parent / f".{store_dir.name}.mining" / name
+    return cache_dir() / name
+
+
+def stamp(store: KGStore, graph: str) -> dict[str, Any]:
+    """What an index of ``graph`` must have been built from to be used (the graph must be
+    complete: an interrupted load has no index)."""
+    info = store.require_graph(graph, complete=True)
+    return {"format": FORMAT_VERSION, "location": _location(store), "graph": graph,
+            "loaded_at": info.loaded_at, "triples": info.triples, "dataset": info.dataset,
+            "source": info.source, "splits": list(info.splits)}
+
+
+# ---- the file ---------------------------------------------------------------------------------
+def write(path: Path, index: KGIndex, key: dict[str, Any]) -> None:
+    """Write ``index`` under ``key`` to ``path`` atomically (temporary name, then rename)."""
+    arrays = index.arrays()
+    names = _SEPARATOR.join(index.entities)
+    if names.count(_SEPARATOR) != max(len(index.entities) - 1, 0):
+        raise ValueError("an entity name holds NUL")  # never in an IRI; refuse rather than misread
+    arrays["entity_names"] = np.frombuffer(names.encode("utf-8"), dtype=np.uint8)
+    layout: dict[str, dict[str, Any]] = {}
+    offset = 0
+    for name, array in arrays.items():
+        layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": offset}
+        offset = _aligned(offset + array.nbytes)
+    header = json.dumps({"key": key, "relations": index.relations, "entities": len(index.entities),
+                         "arrays": layout}).encode("utf-8")
+    start = _aligned(len(MAGIC) + 8 + len(header))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as out:
+            out.write(MAGIC + struct.pack("<Q", len(header)) + header)
+            for name, array in arrays.items():
+                out.seek(start + layout[name]["offset"])
+                out.write(np.ascontiguousarray(array).data)
+            out.truncate(start + offset)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read(path: Path, key: dict[str, Any]) -> KGIndex | None:
+    """The index in ``path`` if it was written under ``key`` and is whole, else None. The
+    arrays are mapped, not read: pages come from the page cache as the miner touches them."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(MAGIC) + 8)
+            if len(head) < len(MAGIC) + 8 or head[: len(MAGIC)] != MAGIC:
+                return None
+            (length,) = struct.unpack("<Q", head[len(MAGIC):])
+            header = json.loads(fh.read(length).decode("utf-8"))
+            size = os.fstat(fh.fileno()).st_size
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if header.get("key") != key:
+        return None
+    start = _aligned(len(MAGIC) + 8 + length)
+    layout = header["arrays"]
+    ends = [start + spec["offset"] + np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))
+            for spec in layout.values()]
+    if max(ends, default=start) > size:
+        return None  # truncated (never by our writer: a copy cut short, a full disk)
+    whole = np.memmap(path, dtype=np.uint8, mode="r")
+    arrays = {}
+    for name, spec in layout.items():
+        dtype = np.dtype(spec["dtype"])
+        count = int(np.prod(spec["shape"]))
+        begin = start + spec["offset"]
+        arrays[name] = whole[begin : begin + dtype.itemsize * count].view(dtype).reshape(spec["shape"])
+    blob = arrays.pop("entity_names")
+    count = int(header["entities"])
+
+    def entities() -> list[str]:
+        names = bytes(blob).decode("utf-8")
+        return names.split(_SEPARATOR) if count else []
+
+    return KGIndex.from_arrays(arrays, header["relations"], entities)
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // _ALIGN) * _ALIGN
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temporary files of writers that are gone (killed while writing)."""
+    import psutil
+
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+# ---- what callers use ---------------------------------------------------------------------------
+def load_index(store: KGStore, graph: str) -> KGIndex | None:
+    """The persisted index of ``graph`` when it is current, else None."""
+    return read(index_path(store, graph), stamp(store, graph))
+
+
+def build_index(store: KGStore, graph: str, on_read: Callable[[int], None] | None = None) -> KGIndex:
+    """Read ``graph`` from the store into a new index, write it (best effort) and return it."""
+    key = stamp(store, graph)  # before reading: a load that completes meanwhile changes it
+    entities, relations, arrays = build_arrays(store.triples(graph), on_read)
+    index = KGIndex.from_arrays(arrays, relations, entities)
+    with contextlib.suppress(OSError, ValueError):  # read-only place, full disk: in memory only
+        write(index_path(store, graph), index, key)
+    return index
+
+
+def cached_index(store: KGStore, graph: str, on_read: Callable[[int], None] | None = None) -> KGIndex:
+    """The index of ``graph``: mapped from its file when that was written for the graph's
+    current load, else built from the store and written for the next caller."""
+    return load_index(store, graph) or build_index(store, graph, on_read)
+
+
+def write_after_load(store: KGStore, graph: str) -> Path | None:
+    """Build and write the index of a graph just loaded (``kgengine load``); None when there
+    is nothing to write (an empty graph) or nowhere to write it. A failure here never fails
+    the load: ``mine`` builds the index itself when it finds none."""
+    info = store.graph_info(graph)
+    if info is None or info.status != "complete" or info.triples == 0:
+        return None
+    if os.environ.get("KGENGINE_MINING_INDEX", "").lower() in ("0", "off", "no", "false"):
+        return None
+    key = stamp(store, graph)
+    entities, relations, arrays = build_arrays(store.triples(graph))
+    path = index_path(store, graph)
+    try:
+        write(path, KGIndex.from_arrays(arrays, relations, entities), key)
+    except (OSError, ValueError):
+        return None
+    return path
