@@ -422,9 +422,12 @@ def lock_holder(store: Path) -> str | None:
             if pid <= 0:
                 return "another process"
             try:
-                command = " ".join(psutil.Process(pid).cmdline())
+                argv = psutil.Process(pid).cmdline()
             except psutil.Error:
                 return f"pid {pid}"
+            if len(argv) > 1 and Path(argv[0]).name.startswith("python") and not argv[1].startswith("-"):
+                argv = argv[1:]  # "python …/bin/kgengine mine …": the script is what says it
+            command = " ".join([Path(argv[0]).name, *argv[1:]]) if argv else ""
             if len(command) > 160:
                 command = command[:157] + "..."
             return f"pid {pid} ({command})" if command else f"pid {pid}"

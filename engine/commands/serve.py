@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from pathlib import Path
 
 import click
 from kgengine.config import resolve_store
 from kgengine.errors import KGEngineError
-from kgengine.oxigraph_store import check_location
 from kgengine.serve.app import (
     SETTINGS_ENV,
+    URL_HEADROOM,
     Settings,
     create_app,
     default_workers,
@@ -19,7 +21,7 @@ from kgengine.serve.app import (
     settings_env,
     token_file_is_shared,
 )
-from kgengine.store import is_directory_location
+from kgengine.store import check_store_location, is_directory_location
 
 NO_NEO4J = ("kgengine serve needs an Oxigraph store directory, not a Neo4j URI: it serves SPARQL, and "
             "SPARQL over Neo4j's property graph is out of scope (query Neo4j with `kgengine query --cypher` "
@@ -81,7 +83,7 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
         raise KGEngineError("--allow-update needs --token-file: updates are only taken with its token")
     if allow_update and http_processes > 1:
         raise KGEngineError("--allow-update runs one writer process; it cannot be used with --http-processes")
-    check_location(Path(location), create=False)  # serving never creates a store
+    check_store_location(location, create=False)  # serving never creates a store
     token = read_token(token_file) if token_file is not None else None
     if token_file is not None and token_file_is_shared(token_file):
         click.echo(f"warning: {token_file} is readable by other users; chmod 600 it", err=True)
@@ -96,6 +98,7 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
         allow_service=allow_service, cors=cors,
         token_file=str(token_file.resolve()) if token_file is not None else None,
     )
+    sock = bind(host, port)  # before the banner: a busy port is the one line the user sees
     mode = "read-write (updates with token)" if allow_update else "read-only"
     click.echo(f"kgengine serve: {settings.endpoint} — store {settings.store}, {mode}, "
                f"{http_processes} HTTP process(es) x {1 if allow_update else workers} query worker(s), "
@@ -103,13 +106,46 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
     options = dict(
         host=host, port=port, lifespan="on", access_log=access_log, log_level="info", server_header=False,
         proxy_headers=False,  # no proxy is trusted by default; client addresses are only logged
-        # h11 bounds the request line and headers; leave room for a GET query up to the limit
-        h11_max_incomplete_event_size=max_request_bytes + 64 * 1024,
+        # the bound on the request line (h11's, and ours for httptools: kgengine.serve.http);
+        # room for a GET query up to the limit, which the application then answers (414 beyond)
+        h11_max_incomplete_event_size=max_request_bytes + URL_HEADROOM,
+        http=http_protocol(),
     )
     if http_processes == 1:
-        uvicorn.Server(uvicorn.Config(create_app(settings), **options)).run()
+        uvicorn.Server(uvicorn.Config(create_app(settings), **options)).run(sockets=[sock])
     else:
         # uvicorn's supervisor spawns the processes; each builds its app (and worker pool)
         # from the environment, and SIGHUP restarts them all (the store is reopened)
+        from uvicorn.supervisors import Multiprocess
+
         os.environ[SETTINGS_ENV] = settings_env(settings)
-        uvicorn.run("kgengine.serve.app:app_from_env", factory=True, workers=http_processes, **options)
+        config = uvicorn.Config("kgengine.serve.app:app_from_env", factory=True, workers=http_processes,
+                                **options)
+        Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+
+
+def http_protocol() -> type | str:
+    """uvicorn's HTTP protocol: httptools (C) with kgengine's URL fixes, else h11."""
+    try:
+        from kgengine.serve.http import KGHttpToolsProtocol
+    except ImportError:  # httptools is not installed
+        return "h11"
+    return KGHttpToolsProtocol
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound now so that a busy port fails in one line, before
+    anything else is printed or started."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "the port is in use (another server?)" if exc.errno == errno.EADDRINUSE else (
+            exc.strerror or str(exc))
+        raise KGEngineError(f"cannot listen on {host}:{port}: {reason}; choose another --port") from None
+    sock.set_inheritable(True)
+    return sock

@@ -36,6 +36,12 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 log = logging.getLogger("kgengine.serve")
+URL_HEADROOM = 64 * 1024  # a request line's path and other parameters beyond the query string
+
+
+def too_long_message(limit: int) -> str:
+    return (f"request URL over the server's limit of {limit:,} bytes (--max-request-bytes); "
+            "send the query with POST (a form, or an application/sparql-query body)")
 
 FORM = "application/x-www-form-urlencoded"
 QUERY_TYPE = "application/sparql-query"
@@ -200,7 +206,7 @@ class SparqlService:
         """``(kind, text, params)``: kind is "query", "update" or "describe" (no operation)."""
         raw = request.scope.get("query_string", b"")
         if len(raw) > self.settings.max_request_bytes:
-            raise HTTPError(414, "request URL over the server's limit; send the query with POST")
+            raise HTTPError(414, too_long_message(self.settings.max_request_bytes))
         params = _parse_params(_decode(raw, "the request URL"))
         if request.method in ("GET", "HEAD"):
             if "update" in params:
