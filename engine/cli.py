@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "neighbours": "kgengine.commands.explore:neighbours",
     "export": "kgengine.commands.explore:export",
     "eval": "kgengine.commands.eval:eval_group",
+    "llm": "kgengine.commands.llm:llm",
 }
 
 
