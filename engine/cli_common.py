@@ -50,15 +50,6 @@ def warn_incomplete(infos: Iterable[GraphInfo]) -> None:
             click.echo(f"warning: {info.incomplete_warning()}", err=True)
 
 
-def truncated(shown: int, total: int | None, what: str, option: str = "--limit") -> str | None:
-    """The notice a command prints when it shows ``shown`` of ``total`` items (None: more
-    than it counted): what was cut and how to get all of it; None when nothing was cut."""
-    if total is not None and shown >= total:
-        return None
-    of = f"{total:,}" if total is not None else "more"
-    return f"showing {shown:,} of {of} {what}; raise {option} to see more"
-
-
 def check_output_file(path: Path | None, option: str) -> None:
     """Fail before any work when the output file ``path`` (of ``option``) cannot be written:
     its folder is missing or not writable, or it is a folder itself."""

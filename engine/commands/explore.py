@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
-from kgengine.cli_common import check_output_file, connect, graph_option, show_progress, store_option
+from kgengine.cli_common import (
+    check_output_file,
+    connect,
+    graph_option,
+    show_progress,
+    store_option,
+    warn_incomplete,
+)
 from kgengine.commands.kg import plain_table
 from kgengine.errors import KGEngineError
+from kgengine.fsutil import atomic_write
 from kgengine.model import Direction, Entity, Triple
 from kgengine.progress import PhaseLog, Reporter, progress_bar
 from kgengine.rag.linking import EntityMatch, GraphEntityLinker, search_entities
@@ -36,9 +42,7 @@ def entity(search: str, graph: str, store_location: str | None, limit: int, as_j
     private id, label and degree."""
     store = connect(store_location, read_only=True)
     try:
-        if store.graph_info(graph) is None:
-            known = ", ".join(i.name for i in store.graphs()) or "none"
-            raise KGEngineError(f"no graph {graph!r} in {store.location} (graphs: {known})")
+        warn_incomplete([store.require_graph(graph)])
         matches = search_entities(store, graph, search, limit=limit)
         suggestions: list[EntityMatch] = []
         if not matches:
@@ -94,7 +98,7 @@ def _fuzzy(store: object, graph: str, search: str, limit: int) -> list[EntityMat
 @click.option("--direction", type=click.Choice([d.value for d in Direction]), default="both",
               show_default=True, help="Follow edges out of, into, or both ways from each entity.")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True,
-              help="At most this many triples are printed.")
+              help="At most this many triples are printed (the total is said when more exist).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of [head, relation, tail].")
 def neighbours(entity_name: str, graph: str | None, store_location: str | None, hops: int,
                relation: str | None, direction: str, limit: int, as_json: bool) -> None:
@@ -104,18 +108,31 @@ def neighbours(entity_name: str, graph: str | None, store_location: str | None, 
     try:
         graph_name = resolve_graph(store, graph)
         seed = GraphEntityLinker(store, graph_name).resolve(entity_name).id
-        # Without a relation filter the walk's own limit bounds the work; with one the whole walk
-        # is filtered first, so that the limit counts kept triples.
-        walked = store.neighbourhood(graph_name, seed, hops=hops, direction=Direction(direction),
-                                     limit=None if relation else limit)
+        # The walk goes on past --limit up to COUNT_CAP triples so that a cut output can say
+        # how many there are; with a relation filter the whole walk is filtered first, so that
+        # the limit counts kept triples.
+        cap = None if relation else max(limit, COUNT_CAP) + 1
+        walked = store.neighbourhood(graph_name, seed, hops=hops, direction=Direction(direction), limit=cap)
     finally:
         store.close()
-    kept = neighbour_triples(walked, relation)[:limit]
+    every = neighbour_triples(walked, relation)
+    total = None if cap is not None and len(walked) >= cap else len(every)  # None: more than COUNT_CAP
+    kept = every[:limit]
     if as_json:
         click.echo(json.dumps([list(t) for t in kept], ensure_ascii=False))
-        return
-    click.echo(plain_table(("head", "relation", "tail"), kept), nl=False)
-    click.echo(f"{len(kept)} triples within {hops} hop(s) of {seed}", err=True)
+    else:
+        click.echo(plain_table(("head", "relation", "tail"), kept), nl=False)
+    if len(kept) == total:
+        click.echo(f"{total:,} triples within {hops} hop(s) of {seed}", err=True)
+    elif total is not None:
+        click.echo(f"{len(kept):,} of {total:,} triples within {hops} hop(s) of {seed} "
+                   f"(cut at --limit {limit}; --limit {total} shows all)", err=True)
+    else:
+        click.echo(f"{len(kept):,} of more than {COUNT_CAP:,} triples within {hops} hop(s) of {seed} "
+                   f"(cut at --limit {limit}; raise it to see more)", err=True)
+
+
+COUNT_CAP = 100_000  # triples a cut neighbourhood walk counts at most for its total
 
 
 def neighbour_triples(triples: Iterable[Triple], relation: str | None) -> list[Triple]:
@@ -192,17 +209,11 @@ def rdf_lines(triples: Iterable[Triple], labels: dict[str, str], relation_labels
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> int:
-    """Write ``lines`` to a temporary file beside ``path`` and rename it over ``path``, so that
-    an interrupted export leaves no half file; the number of lines written."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    """Write ``lines`` to ``path`` atomically (:mod:`kgengine.fsutil`): an interrupted export
+    leaves no half file; the number of lines written."""
     count = 0
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            for line in lines:
-                out.write(line)
-                count += 1
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, newline="\n") as out:
+        for line in lines:
+            out.write(line)
+            count += 1
     return count

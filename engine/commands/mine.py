@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -9,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from kgengine.cli_common import check_output_file, connect, graph_option, show_progress, store_option
@@ -172,15 +174,50 @@ def groundings_command(rule_text: str, store_location: str | None, graph: str | 
     store = connect(store_location, read_only=True)
     try:
         name = resolve_graph(store, graph)
-        rows = groundings(store, name, rule, head=HeadFilter(head), limit=limit)
+        known = {row["r"] for row in store.run("relation_counts", name)}
+        for warning in _unknown_relations(rule, known, name):
+            click.echo(f"warning: {warning}", err=True)
+        # fetch past the limit (up to COUNT_CAP) so that the count printed is the total
+        fetch = None if limit is None else max(limit + 1, COUNT_CAP + 1)
+        found = groundings(store, name, rule, head=HeadFilter(head), limit=fetch)
     finally:
         store.close()
+    total = len(found) if fetch is None or len(found) < fetch else None  # None: more than COUNT_CAP
+    rows = found if limit is None else found[:limit]
     if as_json:
-        click.echo(json.dumps({"rule": str(rule), "graph": name, "groundings": rows}, indent=1))
+        click.echo(json.dumps({"rule": str(rule), "graph": name, "total": total,
+                               "groundings": rows}, indent=1))
         return
     columns = list(rows[0]) if rows else sorted(v.lstrip("?") for v in rule.variables)
-    click.echo(f"{rule}: {len(rows)} groundings")
+    counted = f"{total:,}" if total is not None else f"more than {COUNT_CAP:,}"
+    if len(rows) == total:
+        click.echo(f"{rule}: {len(rows):,} groundings")
+    else:
+        click.echo(f"{rule}: {len(rows):,} groundings shown of {counted} (cut at --limit {limit}; "
+                   "leave it out for all)")
     table = Table(*columns)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     Console().print(table)
+
+
+COUNT_CAP = 100_000  # groundings counted at most for the total printed beside a --limit
+
+
+def _unknown_relations(rule: Any, known: set[str], graph: str) -> list[str]:
+    """A body relation the graph does not have is an error (the rule has no grounding); an
+    unknown head relation a warning (every grounding is then a prediction)."""
+    warnings = []
+    for atom in (*rule.body, rule.head):
+        if atom.relation in known:
+            continue
+        close = difflib.get_close_matches(atom.relation, sorted(known), n=3, cutoff=0.6)
+        hint = (f"did you mean {', '.join(close)}?" if close
+                else f"`kgengine stats --graph {graph}` lists its relations")
+        if atom is rule.head:
+            warnings.append(f"head relation {atom.relation!r} is not in graph {graph!r}, so every "
+                            f"grounding of the body is a prediction; {hint}")
+        else:
+            raise KGEngineError(f"relation {atom.relation!r} is not in graph {graph!r}, so the rule has "
+                                f"no grounding; {hint}")
+    return warnings
