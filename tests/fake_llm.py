@@ -15,8 +15,9 @@ closes the connection (``generations`` records how many tokens went out). Option
 - ``honour_stop=False``: a server that ignores ``stop`` (the client must cut);
 - ``serial=True``: one generation at a time, the others wait (llama.cpp's single slot);
 - ``tokenizer=True``: llama-cpp-python's ``/extras/tokenize/count``; ``n_ctx=N``: llama.cpp's
-  ``/props`` context length, and HTTP 400 with llama-cpp-python's message for a prompt of N
-  tokens or more;
+  ``/props`` context length, and, for a prompt of N tokens or more, HTTP 400 with
+  llama-cpp-python's message (a plain request) or a stream that ends empty (a streamed one:
+  llama-cpp-python refuses only once the stream has started);
 - ``usage=False``: no ``usage`` in replies (llama-cpp-python's streams carry none).
 
 Tokens here are :func:`fake_tokens`: a word or a punctuation mark with its leading spaces.
@@ -86,6 +87,7 @@ class Reply:
     status: int = 200
     delay: float = 0.0  # seconds to wait before answering
     token_delay: float = 0.0  # seconds between streamed tokens
+    hang_up: bool = False  # a stream ends after the tokens, with no finish reason or [DONE]
 
 
 @dataclass
@@ -217,6 +219,12 @@ class FakeLLMServer:
                     error = {"message": reply.content, "type": "server_error"}
                     self.send_json(reply.status, {"error": error})
                     return
+                if owner.n_ctx is not None and prompt_tokens >= owner.n_ctx and request.stream:
+                    # llama-cpp-python: the stream starts, then the refusal ends it, empty
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    return
                 if owner.n_ctx is not None and prompt_tokens >= owner.n_ctx:
                     message = (f"This model's maximum context length is {owner.n_ctx} tokens, however you "
                                f"requested {prompt_tokens} tokens ({prompt_tokens} in the messages, 0 in the "
@@ -238,7 +246,7 @@ class FakeLLMServer:
                         owner.generations.append(generation)
                     try:
                         if request.stream:
-                            self.stream(request, tokens, finish, usage, reply.token_delay, generation)
+                            self.stream(request, tokens, finish, usage, reply, generation)
                         else:
                             time.sleep(reply.token_delay * len(tokens))
                             payload: dict[str, Any] = {
@@ -255,7 +263,7 @@ class FakeLLMServer:
                             owner.events.append(("end", request.number))
 
             def stream(self, request: FakeRequest, tokens: list[str], finish: str, usage: dict[str, int],
-                       token_delay: float, generation: Generation) -> None:
+                       reply: Reply, generation: Generation) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -270,12 +278,14 @@ class FakeLLMServer:
                     self.wfile.write(event([{"index": 0, "delta": {"role": "assistant"},
                                              "finish_reason": None}]))
                     for token in tokens:
-                        if token_delay:
-                            time.sleep(token_delay)
+                        if reply.token_delay:
+                            time.sleep(reply.token_delay)
                         self.wfile.write(event([{"index": 0, "delta": {"content": token},
                                                  "finish_reason": None}]))
                         self.wfile.flush()
                         generation.sent += 1
+                    if reply.hang_up:
+                        return
                     self.wfile.write(event([{"index": 0, "delta": {}, "finish_reason": finish}]))
                     wants_usage = (request.body.get("stream_options") or {}).get("include_usage")
                     if owner.usage and wants_usage:

@@ -44,6 +44,7 @@ def client(server, tmp_path: Path, **kwargs) -> OpenAICompatibleLLM:
 
 
 LOOP = "Answer: Paris. " * 60  # 4 fake tokens a round
+LONG = " ".join(f"w{i}" for i in range(400))  # 400 fake tokens, no repetition
 
 
 def eventually(condition: Callable[[], bool], limit: float = 20.0) -> bool:
@@ -118,21 +119,34 @@ def test_a_stop_sequence_the_server_ignores_ends_the_stream(llm_server, tmp_path
     assert plain.complete(LLMRequest.of("q", stop=["<END>"])) == "Step 1: find the director."
 
 
-def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server, tmp_path: Path,
+                                                                    stream: bool) -> None:
+    # a plain request gets HTTP 400; a streamed one (llama-cpp-python) a stream that ends empty
     server = llm_server(lambda r: "never", n_ctx=50)
-    llm = client(server, tmp_path, retries=3)
-    too_long = r"does not fit test-model's context .*maximum context length is 50 tokens"
-    with pytest.raises(PromptTooLongError, match=too_long) as caught:
+    llm = client(server, tmp_path, retries=3, stream=stream)
+    too_long = (r"about 240 tokens \(estimated, chat template included\) for a context of 50" if stream
+                else r"maximum context length is 50 tokens")
+    with pytest.raises(PromptTooLongError, match="does not fit test-model's context .*" + too_long) as caught:
         llm.complete(LLMRequest.of("word " * 100))
     assert "\n" not in str(caught.value) and len(server.requests) == 1 and llm.stats.retries == 0
     assert llm.complete(LLMRequest.of("short")) == "never"
+
+
+def test_a_stream_that_ends_unfinished_is_retried(llm_server, tmp_path: Path) -> None:
+    server = llm_server(replies(Reply("half a", hang_up=True), "whole reply", Reply("", hang_up=True),
+                                Reply("", hang_up=True)))
+    llm = client(server, tmp_path, retries=1)
+    assert llm.complete(LLMRequest.of("q")) == "whole reply" and llm.stats.retries == 1
+    with pytest.raises(LLMError, match="failed 2 times: the stream ended before the reply was finished"):
+        llm.complete(LLMRequest.of("q2"))  # empty, and no context length to blame: a broken stream
 
 
 @pytest.mark.timeout(60)
 def test_a_timed_out_request_is_closed_and_its_retry_is_not_queued(llm_server, tmp_path: Path) -> None:
     # one generation at a time, like llama.cpp: a client that merely gave up would leave the
     # first generation running (400 tokens, 8 s) and the retry would wait for it
-    server = llm_server(replies(Reply("word " * 400, token_delay=0.02), "in time"), serial=True)
+    server = llm_server(replies(Reply(LONG, token_delay=0.02), "in time"), serial=True)
     llm = client(server, tmp_path, timeout=0.5, retries=1)
     assert llm.complete(LLMRequest.of("q")) == "in time"
     first = server.generations[0]
@@ -143,7 +157,7 @@ def test_a_timed_out_request_is_closed_and_its_retry_is_not_queued(llm_server, t
 
 @pytest.mark.timeout(60)
 def test_every_attempt_timing_out_is_one_line(llm_server, tmp_path: Path) -> None:
-    server = llm_server(lambda r: Reply("word " * 400, token_delay=0.02))
+    server = llm_server(lambda r: Reply(LONG, token_delay=0.02))
     llm = client(server, tmp_path, timeout=0.3, retries=1)
     with pytest.raises(LLMError, match=r"failed 2 times: timed out after 0.3 s"):
         llm.complete(LLMRequest.of("q"))

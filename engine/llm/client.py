@@ -358,6 +358,10 @@ class _Deadline(Exception):
     """A streamed reply ran past the request's time limit (the stream is closed)."""
 
 
+class _BrokenStream(Exception):
+    """The server ended a stream without finishing it (no finish reason, no ``[DONE]``)."""
+
+
 class OpenAICompatibleLLM:
     """An :class:`LLM` on any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -567,6 +571,16 @@ class OpenAICompatibleLLM:
             try:
                 with self._slots:  # the wait for a slot is not part of the time limit
                     raw = self._stream(arguments, request) if self.settings.stream else self._plain(arguments)
+            except _BrokenStream as exc:
+                # llama-cpp-python refuses an over-long prompt only once streaming has begun:
+                # the stream closes empty, where a plain request gets HTTP 400
+                if not str(exc) and self._too_long(request):
+                    raise self._too_long_error(request) from None
+                if attempt == retries:
+                    raise LLMError(f"LLM endpoint {self.endpoint} failed {attempt + 1} times: the stream "
+                                   "ended before the reply was finished") from None
+                self.stats.add("retries")
+                time.sleep(self.settings.backoff * 2**attempt)
             except (*RETRYABLE, httpx.TransportError, _Deadline) as exc:
                 timed_out = isinstance(exc, _Deadline | openai.APITimeoutError | httpx.TimeoutException)
                 if timed_out:
@@ -607,7 +621,7 @@ class OpenAICompatibleLLM:
                     continue
                 data = line[len("data:"):].strip()
                 if data == "[DONE]":
-                    break
+                    return text, finish, usage, chunks
                 try:
                     event = json.loads(data)
                 except ValueError:
@@ -632,7 +646,9 @@ class OpenAICompatibleLLM:
                             return text, "runaway", None, chunks
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
-        return text, finish, usage, chunks
+        if finish is None:
+            raise _BrokenStream(text)
+        return text, finish, usage, chunks  # finished, the server just did not send [DONE]
 
     def _finished(self, request: LLMRequest, raw: str, finish: str | None, usage: dict[str, Any] | None,
                   chunks: int | None) -> Completion:
@@ -654,6 +670,18 @@ class OpenAICompatibleLLM:
             prompt_tokens = self.count_request_tokens(request)
             completion_tokens = chunks if chunks is not None else self.count_tokens(raw)
         return Completion(text, finish, prompt_tokens, completion_tokens, estimated, False, note)
+
+    def _too_long(self, request: LLMRequest) -> bool:
+        context = self.context_length
+        return context is not None and self.count_request_tokens(request) >= context
+
+    def _too_long_error(self, request: LLMRequest) -> PromptTooLongError:
+        counted = "counted by the server's tokenizer" if self.token_counting == "server" else "estimated"
+        return PromptTooLongError(
+            f"the prompt does not fit {self.model}'s context at {self.endpoint}: about "
+            f"{self.count_request_tokens(request)} tokens ({counted}, chat template included) for a context "
+            f"of {self.context_length} (the server ended the stream without a reply; shorten the prompt, or "
+            "serve the model with a larger context)")
 
     def _refusal(self, exc: openai.APIStatusError) -> LLMError:
         message = _error_message(exc)
