@@ -22,6 +22,9 @@ from kgengine.llm import (
     context_length_of,
     count_tokens_of,
     estimate_tokens,
+    fit_count,
+    request_tokens_of,
+    tokens_left,
 )
 from kgengine.llm.replies import find_loop
 
@@ -222,6 +225,7 @@ def test_without_a_tokenizer_endpoint_the_count_is_an_estimate(llm_server, tmp_p
             return ""
 
     assert count_tokens_of(Bare(), "(7, aunt, 72)") == 9 and context_length_of(Bare()) is None
+    assert tokens_left(Bare(), LLMRequest.of("q")) is None and fit_count(Bare(), ["ab"] * 5, 3) == 2
 
 
 def test_the_context_length_is_configured_or_read_from_the_server(llm_server, monkeypatch: pytest.MonkeyPatch,
@@ -241,8 +245,11 @@ def test_the_context_length_is_configured_or_read_from_the_server(llm_server, mo
 def test_request_tokens_include_the_chat_template_allowance(llm_server, tmp_path: Path) -> None:
     server = llm_server(replies(), tokenizer=True)
     llm = client(server, tmp_path)
-    request = LLMRequest.of("one two three", system="be brief")
-    assert llm.count_request_tokens(request) == 3 + 2 + 2 * 8 + 32
+    request = LLMRequest.of("one two three", system="be brief", max_tokens=100)
+    assert llm.count_request_tokens(request) == request_tokens_of(llm, request) == 3 + 2 + 2 * 8 + 32
+    assert tokens_left(llm, request) is None  # no context length known
+    sized = client(server, tmp_path, context_length=1000)
+    assert tokens_left(sized, request) == 1000 - 100 - 53
 
 
 @pytest.mark.parametrize("usage", [True, False])

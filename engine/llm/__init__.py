@@ -24,7 +24,10 @@ from kgengine.llm.client import (
     PromptTooLongError,
     context_length_of,
     count_tokens_of,
+    fit_count,
     llm_configured,
+    request_tokens_of,
+    tokens_left,
 )
 from kgengine.llm.prompt import Prompt, PromptError, load_prompt, prompt_names, read_prompt
 from kgengine.llm.replies import ESTIMATE_RULE, cut_at_stop, estimate_tokens
@@ -33,5 +36,6 @@ __all__ = [
     "ESTIMATE_RULE", "LLM", "Completion", "EmptyReplyError", "LLMError", "LLMRequest", "LLMSettings",
     "LLMStats", "Message", "OpenAICompatibleLLM", "Prompt", "PromptError", "PromptTooLongError",
     "ResponseCache", "context_length_of", "count_tokens_of", "cut_at_stop", "default_cache_dir",
-    "estimate_tokens", "llm_configured", "load_prompt", "prompt_names", "read_prompt",
+    "estimate_tokens", "fit_count", "llm_configured", "load_prompt", "prompt_names", "read_prompt",
+    "request_tokens_of", "tokens_left",
 ]

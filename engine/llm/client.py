@@ -61,7 +61,8 @@ _TOO_LONG = re.compile(r"context (length|window|size)|maximum context|too long|e
 
 __all__ = ["CACHE_OFF", "Completion", "EmptyReplyError", "LLM", "LLMError", "LLMRequest", "LLMSettings",
            "LLMStats", "Message", "OpenAICompatibleLLM", "PromptTooLongError", "context_length_of",
-           "count_tokens_of", "cut_at_stop", "llm_configured"]
+           "count_tokens_of", "cut_at_stop", "fit_count", "llm_configured", "request_tokens_of",
+           "tokens_left"]
 
 
 class LLMError(KGEngineError):
@@ -166,6 +167,38 @@ def count_tokens_of(llm: LLM, text: str) -> int:
     """``text``'s tokens as ``llm`` counts them, or the conservative estimate when it cannot."""
     counter = getattr(llm, "count_tokens", None)
     return int(counter(text)) if callable(counter) else estimate_tokens(text)
+
+
+def request_tokens_of(llm: LLM, request: LLMRequest) -> int:
+    """The prompt tokens ``request`` takes with ``llm``, chat-template allowance included."""
+    counter = getattr(llm, "count_request_tokens", None)
+    if callable(counter):
+        return int(counter(request))
+    return (sum(count_tokens_of(llm, m.content) for m in request.messages)
+            + MESSAGE_OVERHEAD * len(request.messages) + REQUEST_OVERHEAD)
+
+
+def tokens_left(llm: LLM, request: LLMRequest) -> int | None:
+    """The tokens still free in ``llm``'s context for more prompt text (retrieved triples)
+    once ``request`` and its reply (``max_tokens``) are in; None when the context length is
+    unknown. Negative: the request alone does not fit."""
+    context = context_length_of(llm)
+    if context is None:
+        return None
+    return context - (request.max_tokens or 0) - request_tokens_of(llm, request)
+
+
+def fit_count(llm: LLM, lines: Sequence[str], budget: int, sep: str = "\n") -> int:
+    """How many of ``lines`` (from the first), joined by ``sep``, fit in ``budget`` tokens as
+    ``llm`` counts them: a binary search, a few counts rather than one per line."""
+    low, high = 0, len(lines)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens_of(llm, sep.join(lines[:middle])) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _first_env(names: Sequence[str]) -> tuple[str, str] | None:
@@ -447,16 +480,9 @@ class OpenAICompatibleLLM:
                 + MESSAGE_OVERHEAD * len(request.messages) + REQUEST_OVERHEAD)
 
     def fit(self, lines: Sequence[str], budget: int, sep: str = "\n") -> int:
-        """How many of ``lines`` (from the first), joined by ``sep``, fit in ``budget`` tokens:
-        a binary search, a few counts rather than one per line."""
-        low, high = 0, len(lines)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self.count_tokens(sep.join(lines[:middle])) <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        """How many of ``lines`` (from the first), joined by ``sep``, fit in ``budget`` tokens
+        (:func:`fit_count`)."""
+        return fit_count(self, lines, budget, sep)
 
     def _root(self) -> str:
         """The server's root URL (llama.cpp and vLLM serve their extras beside ``/v1``)."""
