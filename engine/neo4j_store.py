@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -467,12 +467,16 @@ class Neo4jStore(NamedQueryStore):
         return QueryResult(columns, tuple(tuple(row[c] for c in columns) for row in rows))
 
     def user_query(self, text: str, graph: str | None = None, *, timeout: float | None = None,
-                   rdf_syntax: str | None = None) -> QueryResult:
+                   rdf_syntax: str | None = None,
+                   warn: Callable[[str], None] | None = None) -> QueryResult:
         """Runs in a thread while the caller waits: Ctrl-C and ``timeout`` end the call at
         once, and Neo4j ends the transaction when the connection closes (at exit: closing
         the driver would wait for the abandoned query)."""
         if rdf_syntax is not None:
             raise KGEngineError(f"--format {rdf_syntax} is for SPARQL CONSTRUCT/DESCRIBE, not Cypher")
+        for warning in self.check_query(text, graph):
+            if warn is not None:
+                warn(warning)
         try:
             return run_stoppable(lambda: self.query(text, graph), timeout)
         except (QueryStopped, KeyboardInterrupt):

@@ -855,9 +855,12 @@ class OxigraphStore(NamedQueryStore):
         return warnings
 
     def user_query(self, text: str, graph: str | None = None, *, timeout: float | None = None,
-                   rdf_syntax: str | None = None) -> QueryResult:
+                   rdf_syntax: str | None = None,
+                   warn: Callable[[str], None] | None = None) -> QueryResult:
         """Run in a worker process (:mod:`kgengine.serve.worker`, the one ``serve`` uses) on
-        what this object reads, killed on Ctrl-C or at the timeout."""
+        what this object reads, killed on Ctrl-C or at the timeout. The query is checked
+        (:meth:`check_query`) here while the worker parses and evaluates it: a refused query
+        stops the worker, and the warnings come before any result."""
         if rdf_syntax is not None and rdf_syntax not in RDF_SYNTAXES:
             raise QueryError(f"unknown RDF syntax {rdf_syntax!r} (one of {', '.join(RDF_SYNTAXES)})")
         dataset, prefixes = self.user_dataset(graph, text)
@@ -872,7 +875,13 @@ class OxigraphStore(NamedQueryStore):
         argv = [sys.executable, "-m", "kgengine.serve.worker", "--store", self.read_path]
         if not self.read_only:
             argv.append("--writable")
-        header, body = run_job(argv, job, timeout)
+
+        def check() -> None:
+            for warning in self.check_query(text, graph):
+                if warn is not None:
+                    warn(warning)
+
+        header, body = run_job(argv, job, timeout, meanwhile=check)
         return _worker_answer(text, prefixes, header, body, rdf_syntax)
 
     def triples(self, graph: str) -> Iterator[Triple]:

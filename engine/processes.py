@@ -11,6 +11,7 @@ a frame is a 4-byte big-endian length, a JSON header, then ``length`` body bytes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 import subprocess
@@ -51,10 +52,12 @@ def stopped(timeout: float) -> QueryStopped:
     return QueryStopped(f"query stopped after {timeout:g} s (--timeout {timeout:g})")
 
 
-def run_stoppable(work: Callable[[], T], timeout: float | None) -> T:
+def run_stoppable(work: Callable[[], T], timeout: float | None,
+                  meanwhile: Callable[[], object] | None = None) -> T:
     """``work()`` in a daemon thread while the calling (main) thread waits: past ``timeout``
     seconds :class:`QueryStopped` is raised, and Ctrl-C raises ``KeyboardInterrupt``, both
-    at once (the thread is abandoned; the caller stops what it runs)."""
+    at once (the thread is abandoned; the caller stops what it runs). ``meanwhile()`` runs
+    in the calling thread first, beside ``work``; what it raises is raised."""
     outcome: dict[str, Any] = {}
     deadline = None if timeout is None else time.monotonic() + timeout
 
@@ -66,6 +69,8 @@ def run_stoppable(work: Callable[[], T], timeout: float | None) -> T:
 
     thread = threading.Thread(target=run, name="kgengine-stoppable", daemon=True)
     thread.start()
+    if meanwhile is not None:
+        meanwhile()
     while thread.is_alive():
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
@@ -77,12 +82,32 @@ def run_stoppable(work: Callable[[], T], timeout: float | None) -> T:
     return outcome["value"]
 
 
-def run_job(argv: Sequence[str], job: dict[str, Any], timeout: float | None) -> tuple[dict[str, Any], bytes]:
-    """Run ``job`` in a fresh worker process (``argv``, which answers with a first frame
-    saying whether it started, then one frame per job); the answer's header and body. The
-    worker is killed on Ctrl-C, at the timeout, or when anything else goes wrong; it runs in
-    its own process group, so a terminal's Ctrl-C reaches only this process."""
-    process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0)
+def spawn(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start a worker process (``argv``) in its own process group, so that a terminal's
+    Ctrl-C reaches only this process; it may import while the caller prepares the job."""
+    return subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill the worker unless it has exited, and reap it."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def run_job(worker: Sequence[str] | subprocess.Popen[bytes], job: dict[str, Any],
+            timeout: float | None, meanwhile: Callable[[], object] | None = None
+            ) -> tuple[dict[str, Any], bytes]:
+    """Run ``job`` in a worker process (``argv`` to start, or one :func:`spawn` started; it
+    answers with a first frame saying whether it started, then one frame per job); the
+    answer's header and body. ``meanwhile()`` runs here while the worker works (what it
+    raises stops the worker and is raised). The worker is killed on Ctrl-C, at the timeout,
+    or when anything else goes wrong, and is gone when this returns."""
+    process = worker if isinstance(worker, subprocess.Popen) else spawn(worker)
     assert process.stdin is not None and process.stdout is not None
     stdin, stdout = process.stdin, process.stdout
 
@@ -98,9 +123,6 @@ def run_job(argv: Sequence[str], job: dict[str, Any], timeout: float | None) -> 
         return header, stdout.read(header.get("length", 0))
 
     try:
-        return run_stoppable(converse, timeout)
+        return run_stoppable(converse, timeout, meanwhile)
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        stdout.close()
+        stop(process)

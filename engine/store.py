@@ -188,9 +188,11 @@ class KGStore(Protocol):
         ...
 
     def user_query(self, text: str, graph: str | None = None, *, timeout: float | None = None,
-                   rdf_syntax: str | None = None) -> QueryResult:
-        """:meth:`query` as ``kgengine query`` runs it: stopped at once by Ctrl-C (which
-        raises ``KeyboardInterrupt``) or after ``timeout`` seconds
+                   rdf_syntax: str | None = None,
+                   warn: Callable[[str], None] | None = None) -> QueryResult:
+        """:meth:`query` as ``kgengine query`` runs it: checked first (:meth:`check_query`,
+        each warning passed to ``warn`` before the query runs), then stopped at once by
+        Ctrl-C (which raises ``KeyboardInterrupt``) or after ``timeout`` seconds
         (:class:`kgengine.errors.QueryStopped`). ``rdf_syntax`` ("nt" or "ttl") asks for a
         CONSTRUCT / DESCRIBE result serialised in ``QueryResult.document``; a query that
         returns solutions then is a :class:`QueryError`."""

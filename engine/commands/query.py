@@ -90,11 +90,10 @@ def query(text: str | None, query_file: str | None, store_location: str | None, 
         warn_incomplete([store.require_graph(graph)] if graph is not None else store.graphs())
         if cypher and fmt in RDF_FORMATS:
             raise KGEngineError(f"--format {fmt} is for SPARQL CONSTRUCT/DESCRIBE, not Cypher")
-        for warning in store.check_query(source, graph):
-            click.echo(f"warning: {warning}", err=True)
         try:
             result = store.user_query(source, graph, timeout=timeout,
-                                      rdf_syntax=fmt if fmt in RDF_FORMATS else None)
+                                      rdf_syntax=fmt if fmt in RDF_FORMATS else None,
+                                      warn=lambda warning: click.echo(f"warning: {warning}", err=True))
         except KeyboardInterrupt:
             click.echo("interrupted: query stopped", err=True)
             raise click.exceptions.Exit(INTERRUPTED) from None
