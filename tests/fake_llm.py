@@ -152,6 +152,7 @@ class FakeLLMServer:
                  tokenizer: bool = False, n_ctx: int | None = None, usage: bool = True) -> None:
         self.script = script
         self.honour_stop, self.tokenizer, self.n_ctx, self.usage = honour_stop, tokenizer, n_ctx, usage
+        self.n_ctx_props = True  # False: n_ctx enforced, /props silent (the stock llama_cpp.server)
         self.requests: list[FakeRequest] = []
         self.generations: list[Generation] = []
         self.events: list[tuple[str, int]] = []  # ("start"/"end", request number), in order
@@ -179,7 +180,7 @@ class FakeLLMServer:
                     owner.extras_calls += 1
                 if self.path == "/v1/models":
                     self.send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
-                elif self.path == "/props" and owner.n_ctx is not None:
+                elif self.path == "/props" and owner.n_ctx is not None and owner.n_ctx_props:
                     self.send_json(200, {"default_generation_settings": {"n_ctx": owner.n_ctx}})
                 else:
                     self.send_json(404, {"detail": "Not Found"})

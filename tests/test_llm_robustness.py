@@ -138,11 +138,24 @@ def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server, 
 
 def test_a_stream_that_ends_unfinished_is_retried(llm_server, tmp_path: Path) -> None:
     server = llm_server(replies(Reply("half a", hang_up=True), "whole reply", Reply("", hang_up=True),
-                                Reply("", hang_up=True)))
+                                "asked plainly", Reply("half", hang_up=True), Reply("half", hang_up=True)))
     llm = client(server, tmp_path, retries=1)
     assert llm.complete(LLMRequest.of("q")) == "whole reply" and llm.stats.retries == 1
+    assert server.requests[1].stream
+    # an empty unfinished stream and no context length to blame: asked again without streaming
+    assert llm.complete(LLMRequest.of("q2")) == "asked plainly" and not server.requests[3].stream
     with pytest.raises(LLMError, match="failed 2 times: the stream ended before the reply was finished"):
-        llm.complete(LLMRequest.of("q2"))  # empty, and no context length to blame: a broken stream
+        llm.complete(LLMRequest.of("q3"))
+
+
+def test_a_stock_llama_cpp_server_refusing_a_long_prompt_is_heard_plainly(llm_server, tmp_path: Path) -> None:
+    # llama-cpp-python without /props: the stream ends empty, the plain retry gets the 400
+    server = llm_server(lambda r: "never", n_ctx=50)
+    server.n_ctx_props = False
+    llm = client(server, tmp_path, retries=3)
+    with pytest.raises(PromptTooLongError, match="maximum context length is 50 tokens"):
+        llm.complete(LLMRequest.of("word " * 100))
+    assert [r.stream for r in server.requests] == [True, False] and llm.context_length is None
 
 
 @pytest.mark.timeout(60)

@@ -593,19 +593,21 @@ class OpenAICompatibleLLM:
         if request.max_tokens is not None:
             arguments["max_tokens"] = request.max_tokens
         retries = self.settings.retries
+        stream = self.settings.stream
         for attempt in range(retries + 1):
             try:
                 with self._slots:  # the wait for a slot is not part of the time limit
-                    raw = self._stream(arguments, request) if self.settings.stream else self._plain(arguments)
+                    raw = self._stream(arguments, request) if stream else self._plain(arguments)
             except _BrokenStream as exc:
                 # llama-cpp-python refuses an over-long prompt only once streaming has begun:
-                # the stream closes empty, where a plain request gets HTTP 400
+                # the stream closes empty, where a plain request gets HTTP 400 with the reason
                 if not str(exc) and self._too_long(request):
                     raise self._too_long_error(request) from None
                 if attempt == retries:
-                    raise LLMError(f"LLM endpoint {self.endpoint} failed {attempt + 1} times: the stream "
+                    raise LLMError(f"LLM endpoint {self.endpoint} failed {_times(attempt + 1)}: the stream "
                                    "ended before the reply was finished") from None
                 self.stats.add("retries")
+                stream = bool(str(exc))  # an empty one: ask once plainly, to hear why
                 time.sleep(self.settings.backoff * 2**attempt)
             except (*RETRYABLE, httpx.TransportError, _Deadline) as exc:
                 timed_out = isinstance(exc, _Deadline | openai.APITimeoutError | httpx.TimeoutException)
@@ -613,7 +615,8 @@ class OpenAICompatibleLLM:
                     self.stats.add("timeouts")
                 if attempt == retries:
                     why = f"timed out after {self.settings.timeout:g} s" if timed_out else _describe(exc)
-                    raise LLMError(f"LLM endpoint {self.endpoint} failed {attempt + 1} times: {why}") from exc
+                    raise LLMError(f"LLM endpoint {self.endpoint} failed {_times(attempt + 1)}: "
+                                   f"{why}") from exc
                 self.stats.add("retries")
                 time.sleep(self.settings.backoff * 2**attempt)
             except openai.APIStatusError as exc:  # 4xx other than 429: retrying will not help
@@ -717,6 +720,10 @@ class OpenAICompatibleLLM:
                 f"prompt or max_tokens, or serve the model with a larger context)")
         return LLMError(f"LLM endpoint {self.endpoint} refused the request: "
                         f"HTTP {exc.status_code}: {message}")
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 def _one_line(text: str) -> str:
