@@ -351,6 +351,12 @@ def _wal_files(store: Path) -> set[str]:
 
 def take_snapshot(store: Path, target: Path) -> Path:
     """A consistent, private copy of ``store`` at ``target`` (which must not exist)."""
+    _snapshot_opened(store, target)
+    return target
+
+
+def _snapshot_opened(store: Path, target: Path) -> ox.Store:
+    """:func:`take_snapshot`, and the snapshot opened read-only (it must open)."""
     if not is_store_directory(store):
         raise OSError(f"no Oxigraph store at {store} (run `kgengine load` first)")
     error: OSError | None = None
@@ -370,8 +376,7 @@ def take_snapshot(store: Path, target: Path) -> Path:
                 shutil.copy2(store / name, target / name)
             if not logs_before <= _wal_files(store):
                 raise OSError("the store's log rotated while the snapshot was taken")
-            ox.Store.read_only(str(target))  # it must open
-            return target
+            return ox.Store.read_only(str(target))  # it must open
         except OSError as exc:  # FileNotFoundError included: a file went away mid-copy
             error = exc
             time.sleep(0.05 * (attempt + 1))
@@ -382,9 +387,9 @@ def take_snapshot(store: Path, target: Path) -> Path:
 _reader_snapshots = 0
 
 
-def _reader_snapshot(store: Path) -> Path | None:
-    """A private snapshot for one reading store object, or None where nothing can be
-    written beside the store (then the live store is read as it is)."""
+def _reader_snapshot(store: Path) -> tuple[Path, ox.Store] | None:
+    """A private snapshot for one reading store object, opened, or None where nothing can
+    be written beside the store (then the live store is read as it is)."""
     global _reader_snapshots
     root = snapshot_root(store, "read")
     try:
@@ -395,7 +400,7 @@ def _reader_snapshot(store: Path) -> Path | None:
     _reader_snapshots += 1
     target = root / f"{os.getpid()}-{_reader_snapshots}"
     try:
-        return take_snapshot(store, target)
+        return target, _snapshot_opened(store, target)
     except OSError as exc:
         with contextlib.suppress(OSError):
             root.rmdir()
@@ -470,8 +475,11 @@ class OxigraphStore(NamedQueryStore):
         check_location(path, create=create and not read_only)
         try:
             if read_only:
-                self._snapshot = _reader_snapshot(path)
-                self._store = ox.Store.read_only(str(self._snapshot or path))
+                taken = _reader_snapshot(path)
+                if taken is None:
+                    self._store = ox.Store.read_only(str(path))
+                else:
+                    self._snapshot, self._store = taken
             else:
                 path.mkdir(parents=True, exist_ok=True)
                 self._store = ox.Store(str(path))

@@ -74,7 +74,7 @@ class KGStore(Protocol):
     backend: ClassVar[str]  # a name for reports (stats.json); never branch on it
     query_language: ClassVar[str]  # "sparql" or "cypher": named query files run, and ``query`` text
     concurrent_reads: ClassVar[bool]  # see the class docstring
-    # URI schemes this backend takes ("neo4j", "bolt", ...); () for a store directory
+    # the URI schemes this backend takes (a server's); () for a store directory
     schemes: ClassVar[tuple[str, ...]]
     # a store directory on this machine, which ``kgengine serve`` can snapshot and serve
     embedded: ClassVar[bool]
