@@ -314,8 +314,11 @@ class FakeLLMServer:
         self.server.server_close()
 
 
+StartServer = Callable[..., FakeLLMServer]  # the llm_server fixture's type
+
+
 @pytest.fixture
-def llm_server() -> Iterator[Callable[..., FakeLLMServer]]:
+def llm_server() -> Iterator[StartServer]:
     """``llm_server(script, **options)`` starts a server (closed at the end of the test);
     options as :class:`FakeLLMServer`'s."""
     servers: list[FakeLLMServer] = []

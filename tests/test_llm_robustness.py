@@ -9,13 +9,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_llm import Reply, fake_tokens, replies
+from fake_llm import FakeLLMServer, Reply, StartServer, fake_tokens, replies
 from kgengine.llm import (
     EmptyReplyError,
     LLMError,
     LLMRequest,
+    LLMStats,
     OpenAICompatibleLLM,
     PromptTooLongError,
     ResponseCache,
@@ -40,7 +42,7 @@ def clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
 
 
-def client(server, tmp_path: Path, **kwargs) -> OpenAICompatibleLLM:
+def client(server: FakeLLMServer, tmp_path: Path, **kwargs: Any) -> OpenAICompatibleLLM:
     kwargs.setdefault("backoff", 0.01)
     kwargs.setdefault("cache_dir", tmp_path / "cache")
     return OpenAICompatibleLLM(model="test-model", base_url=server.base_url, **kwargs)
@@ -62,7 +64,7 @@ def eventually(condition: Callable[[], bool], limit: float = 20.0) -> bool:
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_a_runaway_reply_is_cut_after_its_first_round_and_said(llm_server, tmp_path: Path,
+def test_a_runaway_reply_is_cut_after_its_first_round_and_said(llm_server: StartServer, tmp_path: Path,
                                                                stream: bool) -> None:
     server = llm_server(replies(Reply(LOOP, token_delay=0.005)))
     llm = client(server, tmp_path, stream=stream)
@@ -81,7 +83,7 @@ def test_a_runaway_reply_is_cut_after_its_first_round_and_said(llm_server, tmp_p
     assert (again.text, again.note, again.cached) == (completion.text, completion.note, True)  # cached as cut
 
 
-def test_an_unfinished_reply_or_a_short_repetition_is_kept(llm_server, tmp_path: Path) -> None:
+def test_an_unfinished_reply_or_a_short_repetition_is_kept(llm_server: StartServer, tmp_path: Path) -> None:
     prose = " ".join(f"word{i}" for i in range(50))
     server = llm_server(replies(prose, "Paris, Paris, Paris"))
     llm = client(server, tmp_path)
@@ -93,7 +95,8 @@ def test_an_unfinished_reply_or_a_short_repetition_is_kept(llm_server, tmp_path:
     assert (finished.text, finished.finish_reason, finished.note) == ("Paris, Paris, Paris", "stop", None)
 
 
-def test_an_empty_reply_is_an_empty_reply_error_also_from_the_cache(llm_server, tmp_path: Path) -> None:
+def test_an_empty_reply_is_an_empty_reply_error_also_from_the_cache(llm_server: StartServer,
+                                                                    tmp_path: Path) -> None:
     server = llm_server(replies("", " \n\t ", "<END> the rest"))
     llm = client(server, tmp_path)
     with pytest.raises(EmptyReplyError, match=r"replied nothing \(finish: stop\) to 'first'") as caught:
@@ -110,7 +113,7 @@ def test_an_empty_reply_is_an_empty_reply_error_also_from_the_cache(llm_server, 
 
 
 @pytest.mark.timeout(60)
-def test_a_stop_sequence_the_server_ignores_ends_the_stream(llm_server, tmp_path: Path) -> None:
+def test_a_stop_sequence_the_server_ignores_ends_the_stream(llm_server: StartServer, tmp_path: Path) -> None:
     tail = " and then" * 200
     server = llm_server(lambda r: Reply(f"Step 1: find the director.<END>{tail}",
                                         token_delay=0.01 if r.stream else 0), honour_stop=False)
@@ -123,7 +126,7 @@ def test_a_stop_sequence_the_server_ignores_ends_the_stream(llm_server, tmp_path
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server, tmp_path: Path,
+def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server: StartServer, tmp_path: Path,
                                                                     stream: bool) -> None:
     # a plain request gets HTTP 400; a streamed one (llama-cpp-python) a stream that ends empty
     server = llm_server(lambda r: "never", n_ctx=50)
@@ -136,7 +139,7 @@ def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server, 
     assert llm.complete(LLMRequest.of("short")) == "never"
 
 
-def test_a_stream_that_ends_unfinished_is_retried(llm_server, tmp_path: Path) -> None:
+def test_a_stream_that_ends_unfinished_is_retried(llm_server: StartServer, tmp_path: Path) -> None:
     server = llm_server(replies(Reply("half a", hang_up=True), "whole reply", Reply("", hang_up=True),
                                 "asked plainly", Reply("half", hang_up=True), Reply("half", hang_up=True)))
     llm = client(server, tmp_path, retries=1)
@@ -148,7 +151,8 @@ def test_a_stream_that_ends_unfinished_is_retried(llm_server, tmp_path: Path) ->
         llm.complete(LLMRequest.of("q3"))
 
 
-def test_a_stock_llama_cpp_server_refusing_a_long_prompt_is_heard_plainly(llm_server, tmp_path: Path) -> None:
+def test_a_stock_llama_cpp_server_refusing_a_long_prompt_is_heard_plainly(llm_server: StartServer,
+                                                                          tmp_path: Path) -> None:
     # llama-cpp-python without /props: the stream ends empty, the plain retry gets the 400
     server = llm_server(lambda r: "never", n_ctx=50)
     server.n_ctx_props = False
@@ -159,7 +163,8 @@ def test_a_stock_llama_cpp_server_refusing_a_long_prompt_is_heard_plainly(llm_se
 
 
 @pytest.mark.timeout(60)
-def test_a_timed_out_request_is_closed_and_its_retry_is_not_queued(llm_server, tmp_path: Path) -> None:
+def test_a_timed_out_request_is_closed_and_its_retry_is_not_queued(llm_server: StartServer,
+                                                                   tmp_path: Path) -> None:
     # one generation at a time, like llama.cpp: a client that merely gave up would leave the
     # first generation running (400 tokens, 8 s) and the retry would wait for it
     server = llm_server(replies(Reply(LONG, token_delay=0.02), "in time"), serial=True)
@@ -172,7 +177,7 @@ def test_a_timed_out_request_is_closed_and_its_retry_is_not_queued(llm_server, t
 
 
 @pytest.mark.timeout(60)
-def test_every_attempt_timing_out_is_one_line(llm_server, tmp_path: Path) -> None:
+def test_every_attempt_timing_out_is_one_line(llm_server: StartServer, tmp_path: Path) -> None:
     server = llm_server(lambda r: Reply(LONG, token_delay=0.02))
     llm = client(server, tmp_path, timeout=0.3, retries=1)
     with pytest.raises(LLMError, match=r"failed 2 times: timed out after 0.3 s"):
@@ -183,7 +188,7 @@ def test_every_attempt_timing_out_is_one_line(llm_server, tmp_path: Path) -> Non
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("concurrency", [1, 2])
-def test_concurrency_is_bounded(llm_server, tmp_path: Path, concurrency: int) -> None:
+def test_concurrency_is_bounded(llm_server: StartServer, tmp_path: Path, concurrency: int) -> None:
     server = llm_server(lambda r: Reply(f"reply to {r.prompt}", delay=0.2))
     llm = client(server, tmp_path, concurrency=concurrency, cache_dir="off")
     results: dict[int, str] = {}
@@ -213,7 +218,8 @@ def test_concurrency_defaults_to_one_on_loopback_and_is_configurable(monkeypatch
         OpenAICompatibleLLM(model="m", base_url="http://localhost:9/v1")
 
 
-def test_tokens_are_counted_by_the_servers_tokenizer_when_it_has_one(llm_server, tmp_path: Path) -> None:
+def test_tokens_are_counted_by_the_servers_tokenizer_when_it_has_one(llm_server: StartServer,
+                                                                     tmp_path: Path) -> None:
     server = llm_server(replies(), tokenizer=True)
     llm = client(server, tmp_path)
     text = "Who directed [Inception]? (Inception, directed by, Christopher Nolan)"
@@ -224,7 +230,8 @@ def test_tokens_are_counted_by_the_servers_tokenizer_when_it_has_one(llm_server,
     assert llm.count_tokens("\n".join(lines[:fits])) <= 50 < llm.count_tokens("\n".join(lines[:fits + 1]))
 
 
-def test_without_a_tokenizer_endpoint_the_count_is_an_estimate(llm_server, tmp_path: Path) -> None:
+def test_without_a_tokenizer_endpoint_the_count_is_an_estimate(llm_server: StartServer,
+                                                               tmp_path: Path) -> None:
     server = llm_server(replies())
     llm = client(server, tmp_path)
     texts = ["Who directed Inception?", "(7, aunt, 72)\n(72, husband, 1043)", "Zürich — 東京", ""]
@@ -241,7 +248,8 @@ def test_without_a_tokenizer_endpoint_the_count_is_an_estimate(llm_server, tmp_p
     assert tokens_left(Bare(), LLMRequest.of("q")) is None and fit_count(Bare(), ["ab"] * 5, 3) == 2
 
 
-def test_the_context_length_is_configured_or_read_from_the_server(llm_server, monkeypatch: pytest.MonkeyPatch,
+def test_the_context_length_is_configured_or_read_from_the_server(llm_server: StartServer,
+                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
     with_props = llm_server(replies(), n_ctx=2048)
     llm = client(with_props, tmp_path)
@@ -255,7 +263,7 @@ def test_the_context_length_is_configured_or_read_from_the_server(llm_server, mo
     assert client(silent, tmp_path).context_length == 8192
 
 
-def test_request_tokens_include_the_chat_template_allowance(llm_server, tmp_path: Path) -> None:
+def test_request_tokens_include_the_chat_template_allowance(llm_server: StartServer, tmp_path: Path) -> None:
     server = llm_server(replies(), tokenizer=True)
     llm = client(server, tmp_path)
     request = LLMRequest.of("one two three", system="be brief", max_tokens=100)
@@ -266,10 +274,11 @@ def test_request_tokens_include_the_chat_template_allowance(llm_server, tmp_path
 
 
 @pytest.mark.parametrize("usage", [True, False])
-def test_token_usage_is_recorded_per_client_and_per_thread(llm_server, tmp_path: Path, usage: bool) -> None:
+def test_token_usage_is_recorded_per_client_and_per_thread(llm_server: StartServer, tmp_path: Path,
+                                                           usage: bool) -> None:
     server = llm_server(lambda r: "one two three four", usage=usage, tokenizer=True)
     llm = client(server, tmp_path, cache_dir="off")
-    scopes = {}
+    scopes: dict[str, LLMStats] = {}
 
     def question(name: str, prompts: list[str]) -> None:
         with llm.stats.track() as scope:
@@ -294,7 +303,8 @@ def test_token_usage_is_recorded_per_client_and_per_thread(llm_server, tmp_path:
     assert llm.stats.as_dict() == {"requests": 3, "cache_hits": 0, "retries": 0}
 
 
-def test_the_cache_can_be_turned_off(llm_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_cache_can_be_turned_off(llm_server: StartServer, monkeypatch: pytest.MonkeyPatch,
+                                     tmp_path: Path) -> None:
     server = llm_server(lambda r: f"reply {r.number}")
     monkeypatch.setenv("KGENGINE_LLM_CACHE", "off")
     llm = OpenAICompatibleLLM(model="m", base_url=server.base_url)
@@ -305,7 +315,8 @@ def test_the_cache_can_be_turned_off(llm_server, monkeypatch: pytest.MonkeyPatch
     assert len(ResponseCache(tmp_path / "cache")) == 1
 
 
-def test_streaming_can_be_turned_off(llm_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_streaming_can_be_turned_off(llm_server: StartServer, monkeypatch: pytest.MonkeyPatch,
+                                     tmp_path: Path) -> None:
     server = llm_server(lambda r: "fine")
     monkeypatch.setenv("KGENGINE_LLM_STREAM", "off")
     assert client(server, tmp_path).complete(LLMRequest.of("q")) == "fine"
