@@ -13,7 +13,7 @@ selection, the triple-embedding cache build, and the offline answerer end to end
 4. Selection with the warm cache: top-K (K = 10, 20, 30) of each question's candidates
    (question text without brackets); p50 / p95 (includes encoding the question). Selection
    reads vectors from the on-disk cache, the same on every backend: measured once.
-5. ``offline_answerer_latency``: the offline answerer (kgengine.rag.answerers, learned from
+5. ``offline_answerer_latency``: the offline answerer (kgengine.rag.methods, learned from
    MetaQA dev) end to end on the same questions, per backend, when that module exists.
 
 Peak memory is this process's maximum resident set after each phase (the embedding model is
@@ -145,17 +145,15 @@ def selection(selector: EmbeddingSelector, questions: dict[int, list[MetaQAQuest
 
 
 def offline_answerer_latency(store: Any, questions: dict[int, list[MetaQAQuestion]]) -> dict[str, Any]:
-    """The offline answerer end to end (kgengine.rag.answerers.build_answerer, learned from
+    """The offline answerer end to end (kgengine.rag.methods.build_answerer, learned from
     MetaQA dev): p50 / p95 per hop count over the same questions; the answerer sees the
-    question text and topic entity only. Skipped, with a note, when the module is absent."""
-    try:
-        from kgengine.rag.answerers import AskOptions, build_answerer
-    except ImportError as exc:
-        return {"skipped": f"kgengine.rag.answerers not available ({exc})"}
+    question text and topic entity only."""
+    from kgengine.rag.methods import AnswerSettings, build_answerer
+
     train = tuple(METAQA / f"{hops}-hop" / "qa_dev.txt" for hops in HOPS)
     try:
-        answerer, build_ms = timed(lambda: build_answerer(store, GRAPH, AskOptions(method="offline",
-                                                                                  train_paths=train)))
+        answerer, build_ms = timed(lambda: build_answerer(store, GRAPH, "offline",
+                                                                    AnswerSettings(train_paths=train)))
     except Exception as exc:  # another helper's code: report, do not lose the other figures
         return {"skipped": f"build_answerer failed: {type(exc).__name__}: {exc}"}
     out: dict[str, Any] = {"build_s": round(build_ms / 1000, 1)}

@@ -91,11 +91,11 @@ def setup_fb15k237(work: Path, store: str) -> None:
 def metaqa_run(store: Any, train: Path, questions: list[Any]) -> dict[str, Any]:
     from kgengine.errors import KGEngineError
     from kgengine.eval.metrics import hit_at_1
-    from kgengine.rag.answerers import AskOptions, build_answerer
     from kgengine.rag.base import Question
+    from kgengine.rag.methods import AnswerSettings, build_answerer
 
     started = time.perf_counter()
-    answerer = build_answerer(store, "metaqa", AskOptions(train_paths=(train,)))
+    answerer = build_answerer(store, "metaqa", "offline", AnswerSettings(train_paths=(train,)))
     build_seconds = time.perf_counter() - started
     hits, latencies, causes, linked_by = [], [], Counter(), Counter()
     for q in questions:
@@ -169,8 +169,8 @@ def brink(store_location: str, work: Path, name: str = "brink-family", hops: int
     ``GRAPHS-incomplete`` and ``GRAPHS-complete`` (default GRAPHS = name); ``hops``: the
     longest path learned."""
     from kgengine.eval.metrics import evaluate_records
-    from kgengine.rag.answerers import AskOptions, build_answerer
     from kgengine.rag.batch import read_questions
+    from kgengine.rag.methods import AnswerSettings, build_answerer
     from kgengine.rag.offline import OfflineAnswerer
     from kgengine.rag.paths import parse_path
     from kgengine.store import open_store
@@ -184,8 +184,8 @@ def brink(store_location: str, work: Path, name: str = "brink-family", hops: int
         for variant in ("incomplete", "complete"):
             graph = f"{graphs or name}-{variant}"
             started = time.perf_counter()
-            answerer = build_answerer(store, graph, AskOptions(train_paths=(train,), hops=hops),
-                                      log=lambda m: None)
+            answerer = build_answerer(store, graph, "offline",
+                                      AnswerSettings(train_paths=(train,), hops=hops), log=lambda m: None)
             assert isinstance(answerer, OfflineAnswerer)
             build_seconds = time.perf_counter() - started
             predictions, latencies, causes = [], [], Counter()

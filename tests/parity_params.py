@@ -140,6 +140,13 @@ PARAMS: dict[str, Callable[[Sample], Params]] = {
     "rag_edges_in_capped": lambda s: [
         {"t": _entities(s), "cap": cap} for cap in (2, 1_000_000, 0)
     ] + [{"t": [], "cap": 5}],
+    # relation search of Think-on-Graph (kgengine.rag.tog): one entity, several, none, unknown
+    "entity_relations_out": lambda s: [
+        {"h": _entities(s, 1)}, {"h": _entities(s)}, {"h": []}, {"h": [Entity("no such entity")]},
+    ],
+    "entity_relations_in": lambda s: [
+        {"t": _entities(s, 1)}, {"t": _entities(s)}, {"t": []}, {"t": [Entity("no such entity")]},
+    ],
     "rule_groundings": _grounding_cases,
     # one step of a relation path (kgengine.rag.offline): several entities and relations, an
     # entity that is not in the graph, a relation that is not either

@@ -99,7 +99,8 @@ def test_ask_metaqa_batch_learned_from_a_training_file(store_dir: str, tmp_path:
         "when was [Collateral] released\tNOT READ\n"
         "which films did [Michael Mann] direct\tNOT READ\n", encoding="utf-8")
     code, out, err = run("ask", "--questions", str(hop / "qa_test.txt"), "--graph", "movies",
-                         "--store", store_dir, "--train", str(hop / "qa_dev.txt"), "--no-rules")
+                         "--store", store_dir, "--train", str(hop / "qa_dev.txt"),
+                         "--option", "use_rules=false")
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [r["id"] for r in lines] == ["1", "2", "3"]

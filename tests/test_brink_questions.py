@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from kgengine.brink.questions import (
     SPLITS,
     AnswerIndex,
-    LabelMode,
     QuestionDirection,
     QuestionItem,
     QuestionUnit,
@@ -27,6 +26,7 @@ from kgengine.brink.questions import (
 from kgengine.brink.removal import Grounding
 from kgengine.brink.templates import Reading, phrase_for, template_question
 from kgengine.model import Triple
+from kgengine.surface import Surface
 
 T = Triple
 
@@ -123,12 +123,12 @@ def test_split_depends_on_the_seed() -> None:
 
 def test_surface_forms() -> None:
     entities = ["b", "a", "c"]
-    assert surface_forms(entities, LabelMode.ID) == {"a": "a", "b": "b", "c": "c"}
-    private = surface_forms(entities, LabelMode.PRIVATE, private_ids={"a": "e1", "b": "e0", "c": "e2"})
+    assert surface_forms(entities, Surface.DATASET) == {"a": "a", "b": "b", "c": "c"}
+    private = surface_forms(entities, Surface.PRIVATE, private_ids={"a": "e1", "b": "e0", "c": "e2"})
     assert private == {"a": "e1", "b": "e0", "c": "e2"}
     with pytest.raises(ValueError):
-        surface_forms(entities, LabelMode.PRIVATE, private_ids={"a": "e1"})
-    text = surface_forms(entities, LabelMode.TEXT, labels={"a": "Paris", "b": "Paris", "c": "Tab\there"})
+        surface_forms(entities, Surface.PRIVATE, private_ids={"a": "e1"})
+    text = surface_forms(entities, Surface.TEXT, labels={"a": "Paris", "b": "Paris", "c": "Tab\there"})
     assert text == {"a": "Paris (a)", "b": "Paris (b)", "c": "Tab here"}
     assert len(set(text.values())) == 3
 

@@ -19,6 +19,7 @@ from kgengine.eval.analysis import (
     WRONG_ANSWER,
     miss_cause,
 )
+from kgengine.eval.ceiling import adjacency, answerable, within_hops
 from kgengine.eval.protocols import (
     Setting,
     expand,
@@ -27,16 +28,8 @@ from kgengine.eval.protocols import (
     parse_int_list,
     sample,
 )
-from kgengine.eval.questions import (
-    adjacency,
-    answerable,
-    grounding_head,
-    load_question_set,
-    read_brink_jsonl,
-    read_official_tsv,
-    within_hops,
-)
 from kgengine.eval.runner import ResultLog, run_plan
+from kgengine.questions import grounding_head, load_question_set, read_brink_jsonl, read_official_tsv
 from kgengine.rag.base import Answer, Question, ScoredAnswer
 
 
@@ -107,7 +100,7 @@ def test_official_tsv_questions(tmp_path: Path) -> None:
     assert first.answers == ("40", "41") and first.hard_answer == "41"  # from the grounding's head
     assert second.hard_answer == "12" and second.rule is None  # topic is the head's tail
     assert grounding_head("a r b | b s c => a t c") == ("a", "t", "c")
-    assert load_question_set(str(path)).is_brink
+    assert load_question_set(str(path)).kind.metric == "brink"
 
 
 def test_official_tsv_bad_cells_name_the_line(tmp_path: Path) -> None:
@@ -171,12 +164,12 @@ def test_within_hops_and_the_answerable_ceiling() -> None:
     assert within_hops(graph, "a", 1) == {"b"}
     assert within_hops(graph, "a", 2) == {"a", "b", "c"}  # back to a through b
     assert within_hops(graph, "a", 3) == {"a", "b", "c", "d"}
-    from kgengine.eval.questions import EvalQuestion
+    from kgengine.questions import QuestionRecord
 
     qs = [
-        EvalQuestion("1", Question("?", "a"), ("c",), hops=1),
-        EvalQuestion("2", Question("?", "a"), ("c",), hops=2),
-        EvalQuestion("3", Question("?", "zz"), ("c",), hops=3),
+        QuestionRecord("1", Question("?", "a"), ("c",), hops=1),
+        QuestionRecord("2", Question("?", "a"), ("c",), hops=2),
+        QuestionRecord("3", Question("?", "zz"), ("c",), hops=3),
     ]
     assert answerable(qs, graph) == [False, True, False]
 
@@ -247,10 +240,11 @@ class CountingAnswerer:
 
 
 def test_result_log_resumes_and_repairs_a_torn_line(tmp_path: Path) -> None:
-    from kgengine.eval.questions import EvalQuestion
+    from kgengine.questions import QuestionRecord
 
     qs = [
-        EvalQuestion(f"q{i}", Question(f"q{i}?", f"e{i}"), (f"a{i}",), hard_answer=f"a{i}") for i in range(5)
+        QuestionRecord(f"q{i}", Question(f"q{i}?", f"e{i}"), (f"a{i}",), hard_answer=f"a{i}")
+        for i in range(5)
     ]
     setting = Setting("qs", "g", "g", "lookup")
     answerer = CountingAnswerer({f"e{i}": [f"a{i}"] for i in range(4)})  # e4 cannot be linked
@@ -370,16 +364,16 @@ def test_labels_the_official_splitting_cannot_match() -> None:
 
 
 def test_reexpressing_a_question_moves_topic_text_and_gold(tmp_path: Path) -> None:
-    from kgengine.eval.questions import EvalQuestion
     from kgengine.eval.surface import Entity, reexpress, surface_map
+    from kgengine.questions import QuestionRecord
 
     mapping = surface_map([Entity("e1", "m1", "Ann"), Entity("e10", "m10", "Bob")], "private", "text")
-    q = EvalQuestion("q", Question("Who is the son of e1?", "e1"), ("e10",), hard_answer="e10")
+    q = QuestionRecord("q", Question("Who is the son of e1?", "e1"), ("e10",), hard_answer="e10")
     moved = reexpress(q, mapping)
     assert moved.question == Question("Who is the son of Ann?", "Ann")
     assert (moved.answers, moved.hard_answer) == (("Bob",), "Bob")
     # whole tokens only: e1 inside e10 is not replaced
     assert (
-        reexpress(EvalQuestion("q", Question("e10 and e1?", "e1"), ()), mapping).question.text
+        reexpress(QuestionRecord("q", Question("e10 and e1?", "e1"), ()), mapping).question.text
         == "e10 and Ann?"
     )

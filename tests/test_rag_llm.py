@@ -13,32 +13,25 @@ from typing import Any
 
 import pytest
 from fake_llm import FakeRequest, Reply, replies
+from helpers.toy_kg import ENTITIES, MOVIES
 from kgengine.llm import LLMRequest, OpenAICompatibleLLM, PromptError, load_prompt, read_prompt
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
-from kgengine.rag.base import Question
-from kgengine.rag.llm_methods import LLM_METHODS, LLMAnswerer, LLMMethodError, LLMPrompts, build_llm_answerer
+from kgengine.rag.base import LinkedEntity, Question
+from kgengine.rag.llm_methods import (
+    LLMAnswerer,
+    LLMMethodError,
+    LLMMethodSpec,
+    LLMPrompts,
+    Pipeline,
+    build_llm_answerer,
+)
+from kgengine.rag.methods import method_names, method_spec
 from kgengine.rag.retrieval import KHopRetriever
 from kgengine.rag.selection import EmbeddingSelector
 from kgengine.rag.verbalise import verbalise
 
 T = Triple
-MOVIES = [
-    T("Inception", "directed_by", "Christopher Nolan"),
-    T("Inception", "written_by", "Christopher Nolan"),
-    T("Inception", "starred_actors", "Tom Hardy"),
-    T("Inception", "release_year", "2010"),
-    T("Inception", "has_genre", "Science Fiction"),
-    T("Interstellar", "directed_by", "Christopher Nolan"),
-    T("Interstellar", "has_genre", "Science Fiction"),
-    T("Dunkirk", "directed_by", "Christopher Nolan"),
-    T("Dunkirk", "has_genre", "War"),
-    T("Warrior", "starred_actors", "Tom Hardy"),
-    T("Warrior", "has_genre", "Drama"),
-    T("The Town", "release_year", "2010"),
-    T("The Town", "directed_by", "Ben Affleck"),
-]
-ENTITIES = {e for t in MOVIES for e in (t.head, t.tail)}
 TWO_HOP = "which movies share the director of [Inception]"
 DECOMPOSITION = ("First find who directed Inception. Then find the movies directed by that person.\n"
                  "Sub-questions:\n1. Who directed Inception?\n"
@@ -113,7 +106,7 @@ def expected_facts(movies: dict[str, Any], question: str, hops: int, top_k: int)
     """What the selector picks from the retriever's candidates, computed apart from the answerer."""
     candidates = KHopRetriever(movies["store"], movies["graph"], hops=hops).search(
         Question(question, "Inception"), "Inception")
-    return movies["selector"].select(question, candidates, top_k)
+    return movies["selector"].select(Question(question, "Inception"), candidates, top_k)
 
 
 def test_llm_kg_puts_the_selected_top_k_triples_in_the_prompt(movies, llm_server, tmp_path: Path) -> None:
@@ -131,8 +124,8 @@ def test_llm_kg_puts_the_selected_top_k_triples_in_the_prompt(movies, llm_server
     (nolan,) = answer.answers
     assert (nolan.id, nolan.score, nolan.label) == ("Christopher Nolan", 1.0, "Christopher Nolan")
     assert {e.path for e in nolan.evidence} == {(t,) for t in expected if "Christopher Nolan" in t}
-    assert set(answer.timings) == {"retrieve_s", "select_s", "llm_s", "total_s"}
-    assert answer.timings["total_s"] >= answer.timings["llm_s"] > 0
+    assert set(answer.timings) == {"link_entity_ms", "retrieve_ms", "select_ms", "llm_ms", "total_ms"}
+    assert answer.timings["total_ms"] >= answer.timings["llm_ms"] > 0
 
 
 def test_llm_only_sends_the_question_alone(movies, llm_server, tmp_path: Path) -> None:
@@ -202,7 +195,7 @@ def test_full_selects_triples_per_sub_question(movies, llm_server, tmp_path: Pat
         assert (got.id, got.score) == (piece, 1.0 if named else 0.0)
         assert {e.path for e in got.evidence} == {(t,) for t in named}
     assert answer.reasoning[0].startswith("Retrieved ")
-    assert answer.timings["retrieve_s"] > 0 and answer.timings["select_s"] > 0
+    assert answer.timings["retrieve_ms"] > 0 and answer.timings["select_ms"] > 0
 
 
 def test_a_question_left_whole_is_answered_directly(movies, llm_server, tmp_path: Path) -> None:
@@ -275,8 +268,8 @@ def test_private_ids_in_prompts_map_back_to_graph_entities(movies, llm_server, t
 class FirstWordLinker:
     """An entity linker for the test: the bracketed name in the question."""
 
-    def link(self, question: Question) -> str:
-        return re.search(r"\[(.+?)\]", question.text).group(1)
+    def link_mention(self, question: Question) -> LinkedEntity:
+        return LinkedEntity(re.search(r"\[(.+?)\]", question.text).group(1), None, "test")
 
 
 def test_topic_entity_from_a_linker_or_a_clear_error(movies, llm_server, tmp_path: Path) -> None:
@@ -293,7 +286,8 @@ def test_method_checks() -> None:
         def complete(self, request: LLMRequest) -> str:
             return request.prompt
 
-    assert LLM_METHODS == ("llm", "llm-qd", "llm-kg", "full")
+    assert [m for m in method_names() if isinstance(method_spec(m), LLMMethodSpec)] == \
+        ["llm", "llm-qd", "llm-kg", "full"]
     assert [build_llm_answerer(m, llm=Echo()).method for m in ("llm", "llm-qd")] == ["llm", "llm-qd"]
     with pytest.raises(LLMMethodError, match="unknown LLM method 'offline'"):
         build_llm_answerer("offline", llm=Echo())
@@ -303,7 +297,7 @@ def test_method_checks() -> None:
     with pytest.raises(LLMMethodError, match="labels=text but the surface forms given are dataset"):
         build_llm_answerer("llm", llm=Echo(), labels="text")
     with pytest.raises(LLMMethodError, match="top_k must be at least 1"):
-        LLMAnswerer("llm", llm=Echo(), top_k=0)
+        LLMAnswerer("llm", Pipeline(False, False), llm=Echo(), top_k=0)
 
 
 def test_prompts_can_be_replaced_by_files_of_ones_own(movies, llm_server, tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ import pytest
 from kgengine.loaders import read_dataset
 from kgengine.mining.io import read_rules
 from kgengine.model import Triple
-from kgengine.rag.answerers import AskOptions, build_answerer
 from kgengine.rag.base import Question
 from kgengine.rag.batch import answer_all, read_questions
 from kgengine.rag.linking import GraphEntityLinker
+from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.offline import OfflineAnswerer
 from kgengine.rag.paths import Adjacency, PatternPath, Step, body_answers, parse_path, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker
@@ -89,8 +89,8 @@ def test_rules_mined_on_first_use_recover_a_triple_of_an_unseen_kg(oxigraph_stor
     removed = Triple("m3", "manages", "p17")
     oxigraph_store.load("company", [t for t in company_kg() if t != removed], dataset="company")
     notes: list[str] = []
-    options = AskOptions(cache_dir=tmp_path / "cache")
-    answerer = build_answerer(oxigraph_store, "company", options, log=notes.append)
+    options = AnswerSettings(cache_dir=tmp_path / "cache")
+    answerer = build_answerer(oxigraph_store, "company", "offline", options, log=notes.append)
     assert any("mined on 'company' on first use, cached at" in n for n in notes)
     answer = answerer.answer(Question("Who does m3 manage?"))
     assert answer.topic_entity == "m3"
@@ -103,11 +103,11 @@ def test_rules_mined_on_first_use_recover_a_triple_of_an_unseen_kg(oxigraph_stor
     assert all(any(e.rule is None for e in by_id[p].evidence) for p in ("p15", "p16", "p18", "p19"))
     # the second answerer reads the cache instead of mining again
     notes.clear()
-    build_answerer(oxigraph_store, "company", options, log=notes.append)
+    build_answerer(oxigraph_store, "company", "offline", options, log=notes.append)
     assert any("mined on 'company' earlier, cached at" in n for n in notes)
     # rule-guided: the rules' candidates only (here the same set, all with a rule)
-    guided_options = AskOptions(method="rule-guided", cache_dir=tmp_path / "cache")
-    guided = build_answerer(oxigraph_store, "company", guided_options)
+    guided_options = AnswerSettings(cache_dir=tmp_path / "cache")
+    guided = build_answerer(oxigraph_store, "company", "rule-guided", guided_options)
     only_rules = guided.answer(Question("Who does m3 manage?"))
     assert {a.id for a in only_rules.answers} == set(by_id)
     assert all(e.rule for a in only_rules.answers for e in a.evidence)
@@ -139,7 +139,7 @@ COUNTRIES = [
 def test_zero_shot_linking_on_unseen_relation_names(oxigraph_store, tmp_path, question, path,
                                                     answers) -> None:
     oxigraph_store.load("countries", COUNTRIES, dataset="countries")
-    answerer = build_answerer(oxigraph_store, "countries", AskOptions(use_rules=False))
+    answerer = build_answerer(oxigraph_store, "countries", "offline", options={"use_rules": False})
     answer = answerer.answer(Question(question))
     assert answer.learned_from == "zero-shot"
     assert answer.relation_path == path
@@ -154,7 +154,7 @@ def test_zero_shot_with_embeddings_of_the_real_model(oxigraph_store) -> None:
     relations = [r["r"] for r in oxigraph_store.run("relation_counts", "countries")]
     lexical = ZeroShotLinker(oxigraph_store, "countries", relations)
     assert max(s[0] for s in lexical.scores("what money is used in <e>").values()) == 0.0
-    from kgengine.rag.answerers import _encoder
+    from kgengine.rag.embeddings import normalised_encoder as _encoder
 
     linker = ZeroShotLinker(oxigraph_store, "countries", relations, encoder=_encoder(None))
     linked = linker.link("what money do people pay with in <e>", "Freedonia")
@@ -175,7 +175,7 @@ def test_offline_answers_are_the_same_on_both_backends(backend, request, tmp_pat
         store, graph = request.getfixturevalue("neo4j_store"), server.graph("rag-mixed")
     try:
         store.load(graph, triples, dataset="mixed", replace=True)
-        answerer = build_answerer(store, graph, AskOptions(cache_dir=tmp_path / "cache"))
+        answerer = build_answerer(store, graph, "offline", AnswerSettings(cache_dir=tmp_path / "cache"))
         got = []
         for text in ("Who does m3 manage?", "Who does p17 report to?",
                      "What currency is used by the countries bordering Freedonia?"):
@@ -206,7 +206,8 @@ def test_offline_answers_are_the_same_on_both_backends(backend, request, tmp_pat
 def test_answers_do_not_depend_on_a_records_other_fields(oxigraph_store, tmp_path) -> None:
     removed = Triple("m3", "manages", "p17")
     oxigraph_store.load("company", [t for t in company_kg() if t != removed], dataset="company")
-    answerer = build_answerer(oxigraph_store, "company", AskOptions(cache_dir=tmp_path / "cache"))
+    answerer = build_answerer(oxigraph_store, "company", "offline",
+                              AnswerSettings(cache_dir=tmp_path / "cache"))
     base = [{"id": "q1", "question": "Who does m3 manage?", "topic_entity": "m3"},
             {"id": "q2", "question": "Who does p17 report to?", "topic_entity": "p17"}]
     honest = [dict(r, answers=["p17"], hard_answer="p17", relation="manages", rule="reports_to(?b,?a) => "

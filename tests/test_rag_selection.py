@@ -15,6 +15,7 @@ import pytest
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.rag import embeddings, selection
+from kgengine.rag.base import Question
 from kgengine.rag.embeddings import (
     DEFAULT_MODEL,
     EmbeddingError,
@@ -84,7 +85,7 @@ def test_selection_picks_the_triple_the_question_asks_for(
     films: OxigraphStore, model: SentenceTransformerEncoder, tmp_path: Path, question: str, expected: Triple
 ) -> None:
     selector = EmbeddingSelector(films, "films", encoder=model, cache_dir=tmp_path / "cache")
-    assert selector.select(question, FILMS, 1) == [expected]
+    assert selector.select(Question(question), FILMS, 1) == [expected]
     scored = selector.scored(question, FILMS, 3)
     assert scored[0] == (expected, pytest.approx(float(model.encode([verbalise(expected)])[0]
                                                        @ model.encode([question])[0]), abs=1e-4))
@@ -96,12 +97,13 @@ def test_top_k_of_a_candidate_subset_and_k_larger_than_the_candidates(
 ) -> None:
     selector = EmbeddingSelector(films, "films", encoder=model, cache_dir=tmp_path / "cache")
     amelie = [t for t in FILMS if t.head == "Amelie"]
-    assert selector.select("what genre is Amelie?", amelie, 1) == [T("Amelie", "has_genre", "Romance")]
-    everything = selector.select("what genre is Amelie?", amelie + amelie, 30)
+    picked = selector.select(Question("what genre is Amelie?"), amelie, 1)
+    assert picked == [T("Amelie", "has_genre", "Romance")]
+    everything = selector.select(Question("what genre is Amelie?"), amelie + amelie, 30)
     assert sorted(everything) == sorted(amelie)  # duplicates count once
-    assert selector.select("anything", [], 10) == []
+    assert selector.select(Question("anything"), [], 10) == []
     with pytest.raises(SelectionError, match="at least 1"):
-        selector.select("anything", amelie, 0)
+        selector.select(Question("anything"), amelie, 0)
 
 
 def test_top_k_order_and_ties() -> None:
@@ -127,7 +129,7 @@ def test_the_cache_is_reused_without_encoding_the_graph(
     selector = EmbeddingSelector(films, "films", encoder=second, cache_dir=cache)
     assert second.calls == []  # loaded from disk
     assert isinstance(selector.cache.vectors, np.memmap)
-    picked = selector.select("who directed Inception?", FILMS, 2)
+    picked = selector.select(Question("who directed Inception?"), FILMS, 2)
     assert second.calls == [1]  # the question only
     assert picked[0] == T("Inception", "directed_by", "Christopher Nolan")
     # the rows on disk are the encodings of their triples
@@ -146,9 +148,9 @@ def test_a_triple_not_in_the_cache_is_encoded_on_the_fly(
     selector = EmbeddingSelector(films, "films", encoder=encoder, cache_dir=tmp_path / "cache")
     encoder.calls.clear()
     outsider = T("Heat", "directed_by", "Michael Mann")
-    assert selector.select("who directed Heat?", [*FILMS, outsider], 1) == [outsider]
+    assert selector.select(Question("who directed Heat?"), [*FILMS, outsider], 1) == [outsider]
     assert encoder.calls == [1, 1] and selector.encoded_on_the_fly == 1  # the outsider, the question
-    selector.select("who directed Heat?", [*FILMS, outsider], 1)
+    selector.select(Question("who directed Heat?"), [*FILMS, outsider], 1)
     assert encoder.calls == [1, 1, 1]  # remembered: the question only
 
 
@@ -158,14 +160,14 @@ def test_without_a_cache_and_build_off_candidates_are_encoded(
     encoder = CountingEncoder(model)
     selector = EmbeddingSelector(films, "films", encoder=encoder, cache_dir=tmp_path / "cache", build=False)
     assert selector.cache is None and encoder.calls == []
-    assert selector.select("who directed Inception?", FILMS[:5], 1) == [FILMS[0]]
+    assert selector.select(Question("who directed Inception?"), FILMS[:5], 1) == [FILMS[0]]
     assert encoder.calls == [5, 1] and not (tmp_path / "cache").exists()
     # remembered vectors are bounded: past the limit they are dropped, and answers stay the same
     monkeypatch.setattr(selection, "EXTRA_LIMIT", 6)
     encoder.calls.clear()
-    assert selector.select("who directed Amelie?", FILMS[3:7], 1) == [FILMS[5]]
+    assert selector.select(Question("who directed Amelie?"), FILMS[3:7], 1) == [FILMS[5]]
     assert encoder.calls == [4, 1] and len(selector._extra) == 4
-    assert selector.select("who directed Inception?", FILMS[:5], 1) == [FILMS[0]]
+    assert selector.select(Question("who directed Inception?"), FILMS[:5], 1) == [FILMS[0]]
     assert selector.encoded_on_the_fly == 5 + 4 + 5
 
 
@@ -192,7 +194,7 @@ def test_reloading_the_graph_invalidates_the_cache(
     films.load("films", FILMS[:4], dataset="tsv", replace=True)
     selector.refresh()
     assert encoder.calls == [4] and sorted(selector.cache.triples) == sorted(FILMS[:4])
-    assert selector.select("who directed Inception?", FILMS[:4], 1) == [FILMS[0]]
+    assert selector.select(Question("who directed Inception?"), FILMS[:4], 1) == [FILMS[0]]
     assert selector.encoded_on_the_fly == 0
 
 

@@ -22,7 +22,6 @@ from kgengine.brink.llm import LLMQuestionWriter
 from kgengine.brink.questions import (
     SPLITS,
     AnswerIndex,
-    LabelMode,
     QuestionItem,
     QuestionUnit,
     balance,
@@ -53,6 +52,7 @@ from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.model import Triple
 from kgengine.progress import progress_bar
 from kgengine.store import KGStore, open_store, resolve_graph
+from kgengine.surface import Surface
 
 OUTPUT_FILES = ("kg_complete.tsv", "kg_incomplete.tsv", *(f"questions_{s}.jsonl" for s in SPLITS),
                 "rules.tsv", "stats.json", "stats.md")
@@ -69,7 +69,7 @@ class BuildOptions:
     unit: QuestionUnit = QuestionUnit.TRIPLE
     tau: float = 0.01
     seed: int = 0
-    labels: LabelMode = LabelMode.PRIVATE
+    labels: Surface = Surface.PRIVATE
     relation_labels: Mapping[str, str] = field(default_factory=dict)
     max_candidates: int | None = 200_000  # per rule, for the uniform sample (None: no cap)
     max_rules: int | None = None  # ground only this many rules (with groundings), drawn seeded
@@ -357,8 +357,8 @@ def build_brink(
     entities = {e for t in complete for e in (t.head, t.tail)}
     surface = surface_forms(
         entities, options.labels,
-        private_ids=store.private_ids(graph) if options.labels == LabelMode.PRIVATE else None,
-        labels=store.labels(graph) if options.labels == LabelMode.TEXT else None,
+        private_ids=store.private_ids(graph) if options.labels == Surface.PRIVATE else None,
+        labels=store.labels(graph) if options.labels == Surface.TEXT else None,
     )
 
     # canonical order (removed triple, rule text, path): ids, primary paths and every later
@@ -505,7 +505,7 @@ def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rul
     if options.load_as:
         # with dataset ids the source graph's labels still fit; private ids and text labels
         # are the entity ids of the published graphs themselves
-        labels = store.labels(graph) if options.labels == LabelMode.ID else {}
+        labels = store.labels(graph) if options.labels == Surface.DATASET else {}
         names = {}
         for variant, triples in (("complete", complete), ("incomplete", incomplete)):
             name = f"{options.load_as}-{variant}"

@@ -17,6 +17,7 @@ from enum import StrEnum
 from kgengine.brink.removal import Grounding
 from kgengine.errors import InvalidParameterError
 from kgengine.model import Triple
+from kgengine.surface import Surface
 
 SPLITS = ("train", "valid", "test")
 RATIOS = (8, 1, 1)
@@ -32,12 +33,6 @@ class QuestionDirection(StrEnum):
 class QuestionUnit(StrEnum):
     TRIPLE = "triple"  # one question per removed triple (its groundings are its paths)
     GROUNDING = "grounding"  # one per kept grounding, as the official code counts them
-
-
-class LabelMode(StrEnum):
-    PRIVATE = "private"  # the store's seeded random ids (BRINK §5.4 default)
-    ID = "id"  # dataset ids
-    TEXT = "text"  # text labels (dataset id where an entity has none)
 
 
 @dataclass(frozen=True)
@@ -150,7 +145,7 @@ def split(
 
 def surface_forms(
     entities: Iterable[str],
-    mode: LabelMode,
+    mode: Surface,
     private_ids: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
@@ -158,9 +153,9 @@ def surface_forms(
     so the published KG is isomorphic to the stored one. Text labels that several entities
     share get the id appended (``Paris (Q90)``); tabs and newlines become spaces."""
     ordered = sorted(set(entities))
-    if mode == LabelMode.ID:
+    if mode == Surface.DATASET:
         return {e: e for e in ordered}
-    if mode == LabelMode.PRIVATE:
+    if mode == Surface.PRIVATE:
         private_ids = private_ids or {}
         missing = [e for e in ordered if e not in private_ids]
         if missing:

@@ -4,14 +4,47 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 from kgengine.cli_common import connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
-from kgengine.rag.answerers import LABELS, METHODS, AskOptions, build_answerer, default_method
 from kgengine.rag.base import Answer, Question
+from kgengine.rag.methods import (
+    DEFAULT_HOPS,
+    DEFAULT_TOP_K,
+    AnswerSettings,
+    build_answerer,
+    default_method,
+    method_names,
+    methods_help,
+    parse_key_values,
+    settings_with,
+    split_options,
+)
 from kgengine.rag.relations import split_train_paths
+from kgengine.surface import SURFACE_CHOICES, Surface, parse_surface
+
+
+class _LazyHelpOption(click.Option):
+    """An option whose help is computed when shown (the method list imports every method's
+    module; ``kgengine ask QUESTION`` imports only the chosen one's)."""
+
+    def __init__(self, *args: Any, help_text: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._help_text = help_text
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self._help_text()
+        return super().get_help_record(ctx)
+
+
+def _method_help() -> str:
+    return ("Answering method: " + methods_help() + " [default: the LLM default when an LLM is "
+            "configured, else the offline one].")
 
 
 @click.command()
@@ -21,30 +54,28 @@ from kgengine.rag.relations import split_train_paths
                    "else the longest entity name in the question].")
 @graph_option(required=True)
 @store_option
-@click.option("--method", type=click.Choice(METHODS), default=None,
-              help="offline: the linked relation path plus rule-guided candidates (no LLM); "
-                   "rule-guided: the rules' candidates only; llm, llm-qd, llm-kg, full: the KG-RAG "
-                   "paper's LLM pipelines [default: full when an LLM is configured, else offline].")
-@click.option("--hops", type=click.IntRange(1, 3), default=3, show_default=True,
+@click.option("--method", type=click.Choice(method_names()), default=None, cls=_LazyHelpOption,
+              help_text=_method_help)
+@click.option("--option", "method_options", multiple=True, metavar="KEY=VALUE",
+              help="A setting of the chosen method (see --method for each method's keys), e.g. "
+                   "--option use_rules=false; repeatable.")
+@click.option("--hops", type=click.IntRange(1, 3), default=DEFAULT_HOPS, show_default=True,
               help="Most relations of a learned path (training files without a hop count; MetaQA's "
                    "N-hop folder sets it) or a zero-shot one; k-hop retrieval depth of the LLM methods.")
-@click.option("--top-k", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Triples selected for the LLM methods.")
+@click.option("--top-k", type=click.IntRange(min=1), default=DEFAULT_TOP_K, show_default=True,
+              help="Triples put in front of an LLM.")
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Rules (kgengine mine / AMIE 3 output, a BRINK rules.tsv) [default: "
                                  "mine the graph on first use with BRINK's settings, cached].")
-@click.option("--no-rules", is_flag=True, help="Offline: no rule-guided candidates.")
 @click.option("--train", "train", multiple=True, metavar="FILE",
               help="Training questions with gold answers (BRINK JSONL or MetaQA qa_*.txt) to learn "
                    "question pattern -> relation path from; repeatable.")
-@click.option("--labels", type=click.Choice(LABELS), default="dataset", show_default=True,
-              help="How answers are written in raw_output: private ids, dataset ids or text labels.")
-@click.option("--min-score", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="Rule-only candidates scoring below this (noisy-or of rule PCA confidences) are dropped.")
+@click.option("--labels", type=click.Choice(SURFACE_CHOICES), default=Surface.DATASET.value,
+              show_default=True,
+              help="How entities are written in prompts and answers: private ids, dataset ids or text "
+                   "labels.")
 @click.option("--embedding-model", default=None,
               help="sentence-transformers model name or path [default: all-MiniLM-L6-v2, packaged].")
-@click.option("--zero-shot-embeddings", is_flag=True,
-              help="Offline zero-shot linking: add embedding similarity of question and relation names.")
 @click.option("--llm-base-url", default=None, envvar="OPENAI_BASE_URL",
               help="OpenAI-compatible endpoint [default: $OPENAI_BASE_URL].")
 @click.option("--llm-model", default=None, help="LLM model name (the LLM methods).")
@@ -55,35 +86,39 @@ from kgengine.rag.relations import split_train_paths
                                  "MetaQA qa_*.txt; one JSON object per line on standard output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
 def ask(question: str | None, entity: str | None, graph: str, store_location: str | None,
-        method: str | None, hops: int, top_k: int, rules_path: Path | None, no_rules: bool,
-        train: tuple[str, ...], labels: str, min_score: float, embedding_model: str | None,
-        zero_shot_embeddings: bool, llm_base_url: str | None, llm_model: str | None,
-        llm_cache: Path | None, questions_path: Path | None, as_json: bool) -> None:
+        method: str | None, method_options: tuple[str, ...], hops: int, top_k: int, rules_path: Path | None,
+        train: tuple[str, ...], labels: str, embedding_model: str | None, llm_base_url: str | None,
+        llm_model: str | None, llm_cache: Path | None, questions_path: Path | None, as_json: bool) -> None:
     """Answer QUESTION over GRAPH, with the relation path, reasoning and evidence paths."""
     if (question is None) == (questions_path is None):
         raise click.UsageError("give a QUESTION or --questions FILE (not both)")
     if questions_path is not None and entity is not None:
         raise click.UsageError("--entity is for one question; a questions file names each topic")
-    options = AskOptions(
-        method=method or default_method(), hops=hops, top_k=top_k, rules_path=rules_path,
-        use_rules=not no_rules,
-        train_paths=tuple(split_train_paths(train)), labels=labels, min_score=min_score,
-        embedding_model=embedding_model, zero_shot_embeddings=zero_shot_embeddings,
-        llm_base_url=llm_base_url, llm_model=llm_model, llm_cache=llm_cache,
-    )
-    options.check()
+    method = method or default_method()
+    shared, options = split_options(method, parse_key_values(method_options))
+    settings = settings_with(AnswerSettings(
+        hops=hops, top_k=top_k, rules_path=rules_path, train_paths=tuple(split_train_paths(train)),
+        labels=parse_surface(labels), embedding_model=embedding_model, llm_base_url=llm_base_url,
+        llm_model=llm_model, llm_cache=llm_cache), shared)
+    settings.check()
+    items = None
+    if questions_path is not None:
+        from kgengine.rag.batch import read_questions
+
+        items = read_questions(questions_path)  # a bad file fails before anything is built
     store = connect(store_location, read_only=True)
     try:
-        answerer = build_answerer(store, graph, options, log=lambda m: click.echo(m, err=True))
-        if questions_path is not None:
-            from kgengine.rag.batch import answer_all, read_questions
+        with ExitStack() as resources:
+            answerer = build_answerer(store, graph, method, settings, options, resources=resources,
+                                      log=lambda m: click.echo(m, err=True))
+            if items is not None:
+                from kgengine.rag.batch import answer_all
 
-            items = read_questions(questions_path)
-            for record in answer_all(answerer, items, total=len(items), progress=show_progress()):
-                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-            return
-        assert question is not None
-        answer = answerer.answer(Question(question, entity))
+                for record in answer_all(answerer, items, total=len(items), progress=show_progress()):
+                    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                return
+            assert question is not None
+            answer = answerer.answer(Question(question, entity))
     finally:
         store.close()
     if as_json:

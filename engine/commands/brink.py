@@ -9,13 +9,14 @@ from pathlib import Path
 import click
 from kgengine.brink.build import OUTPUT_FILES, BuildOptions, build_brink, mine_rules, read_relation_labels
 from kgengine.brink.llm import LLMQuestionWriter, default_cache_dir
-from kgengine.brink.questions import LabelMode, QuestionUnit
+from kgengine.brink.questions import QuestionUnit
 from kgengine.brink.removal import Selection
 from kgengine.brink.report import markdown
 from kgengine.cli_common import check_output_dir, connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
 from kgengine.mining.io import MinedRule, read_rules
 from kgengine.store import KGStore, read_workers
+from kgengine.surface import SURFACE_CHOICES, parse_surface
 
 
 @click.group()
@@ -54,7 +55,7 @@ def brink() -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--questions", "question_mode", type=click.Choice(["template", "llm"]),
               default="template", show_default=True)
-@click.option("--labels", type=click.Choice([m.value for m in LabelMode]), default="private",
+@click.option("--labels", type=click.Choice([*SURFACE_CHOICES, "id"]), default="private",
               show_default=True, help="Entity names in the output: private random ids, dataset ids, "
                                       "or text labels.")
 @click.option("--relation-labels", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -106,7 +107,7 @@ def build_command(
             groundings_per_rule=groundings_per_rule, selection=Selection(selection),
             max_candidates=max_candidates, max_rules=max_rules, unit=QuestionUnit(question_unit),
             tau=tau, seed=seed,
-            labels=LabelMode(labels),
+            labels=parse_surface(labels),
             relation_labels=read_relation_labels(relation_labels) if relation_labels else {},
             workers=read_workers(store, workers),
             load_as=(load_as or f"{graph}-brink") if load else None, replace=replace,

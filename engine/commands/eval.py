@@ -11,6 +11,8 @@ import click
 from kgengine.cli_common import connect, show_progress, store_option
 from kgengine.eval.files import score_files
 from kgengine.eval.metrics import METRIC_KEYS
+from kgengine.rag.methods import check_methods
+from kgengine.surface import SURFACE_CHOICES
 
 
 def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> None:
@@ -46,11 +48,14 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
               "MetaQA question types (relation paths never seen in learning: harder).")
 @click.option("--ceiling/--no-ceiling", default=True,
               help="MetaQA: report the answerable ceiling (gold answer within the hop count in the KB).")
-@click.option("--labels", type=click.Choice(["private", "dataset", "text"]), default=None,
+@click.option("--labels", type=click.Choice(SURFACE_CHOICES), default=None,
               help="Entity surface form for a BRINK build's questions and answers (needs entities.tsv) "
               "[default: as built].")
 @click.option("--option", "extra_options", multiple=True, metavar="KEY=VALUE",
-              help="Further answerer options (AskOptions fields), e.g. --option embedding_model=NAME.")
+              help="A shared answerer setting or an option of a method run (`kgengine ask --help` lists "
+              "each method's), e.g. --option embedding_model=NAME --option min_score=0.6.")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2",
+              help="Sweep a method option like --hops, e.g. --sweep beam_width=1,2,3 (repeatable).")
 @click.option("--split-on-spaces", is_flag=True, help="Score with the official --split-on-spaces.")
 @click.option("--plots/--no-plots", default=True, help="Write PNG plots.")
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -61,7 +66,7 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
                methods: tuple[str, ...], graph_specs: tuple[str, ...], hops: str | None, top_k: str | None,
                train_path: Path | None, sample: int | None, seeds: str | None, heldout_share: float | None,
                heldout_seed: int, heldout_by: str, ceiling: bool, labels: str | None,
-               extra_options: tuple[str, ...],
+               extra_options: tuple[str, ...], sweeps: tuple[str, ...],
                split_on_spaces: bool, plots: bool, out_dir: Path | None, store_location: str | None) -> None:
     """Evaluate `kgengine ask` methods on question sets: strict BRINK metrics (the official
     evaluator's semantics), MetaQA Hit@1, complete vs incomplete KGs, seeded samples, sweeps.
@@ -85,14 +90,10 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         graph_specs=graph_specs, hops=hops, top_k=top_k, train=train_path, sample=sample, seeds=seeds,
         heldout_share=heldout_share, heldout_seed=heldout_seed, heldout_by=heldout_by, ceiling=ceiling,
         labels=labels,
-        extra_options=extra_options, split_on_spaces=split_on_spaces, plots=plots, out_dir=out_dir,
+        extra_options=extra_options, sweeps=sweeps, split_on_spaces=split_on_spaces, plots=plots,
+        out_dir=out_dir,
     )
-    from kgengine.rag.answerers import METHODS
-
-    unknown = [m for m in request.methods if m not in METHODS]
-    if unknown:
-        raise click.BadParameter(f"{', '.join(unknown)} (choose from {', '.join(METHODS)})",
-                                 param_hint="--method")
+    check_methods(request.methods)
     # with explicit graphs nothing is loaded: read-only, so several runs can share a store
     with connect(store_location, read_only=bool(graph_specs)) as store:
         summary = run_eval(store, request, progress=show_progress(), log=lambda m: click.echo(m, err=True))

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kgengine.errors import KGEngineError
+from kgengine.eval.ceiling import adjacency, answerable, within_hops
 from kgengine.eval.protocols import (
     GraphSetting,
     Setting,
@@ -18,18 +20,13 @@ from kgengine.eval.protocols import (
     heldout_patterns,
     parse_graph_settings,
     parse_int_list,
+    parse_sweeps,
     sample,
 )
-from kgengine.eval.questions import (
-    EvalQuestion,
-    QuestionSet,
-    adjacency,
-    answerable,
-    load_question_set,
-    within_hops,
-)
 from kgengine.eval.report import write_reports
-from kgengine.eval.runner import RESULTS, AnswererFactory, ResultLog, run_plan, store_factory
+from kgengine.eval.runner import RESULTS, AnswererFactory, ResultLog, check_extra, run_plan, store_factory
+from kgengine.questions import QuestionRecord, QuestionSet, load_question_set
+from kgengine.rag.methods import check_methods, parse_key_values
 from kgengine.rag.paths import pattern_of
 from kgengine.store import KGStore
 
@@ -58,29 +55,17 @@ class EvalRequest:
     ceiling: bool = True
     labels: str | None = None
     extra_options: Sequence[str] = ()
+    sweeps: Sequence[str] = ()  # KEY=V1,V2,...: a method option swept like hops and top-k
     split_on_spaces: bool = False
     plots: bool = True
     answer_options: Mapping[str, Any] = field(default_factory=dict)  # Python callers: typed extras
-
-
-def parse_options(values: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for value in values:
-        key, sep, text = value.partition("=")
-        if not sep or not key:
-            raise KGEngineError(f"--option {value!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(text)  # numbers, true/false, null
-        except json.JSONDecodeError:
-            out[key] = text
-    return out
 
 
 # ---- MetaQA held-out patterns -----------------------------------------------------------------
 HELDOUT_BY = ("pattern", "qtype")
 
 
-def heldout_key(question: EvalQuestion, by: str) -> str | None:
+def heldout_key(question: QuestionRecord, by: str) -> str | None:
     """What is held out: a question's text pattern (its text with the topic mention replaced,
     as the answerer learns it) or its MetaQA question type (a whole relation path: harder,
     the answerer never saw a question of that relation path)."""
@@ -94,8 +79,9 @@ def heldout_set(qset: QuestionSet, share: float, seed: int, out_dir: Path,
     """Only test questions of a seeded share of patterns (``by``: text patterns or question
     types); the answerer learns from a copy of the training file without those patterns
     (written under ``out_dir/heldout``)."""
-    if qset.is_brink or qset.train is None:
-        raise KGEngineError(f"--heldout-share: {qset.name} is not a MetaQA set with a dev split")
+    if not qset.kind.heldout_patterns or qset.train is None:
+        raise KGEngineError(f"--heldout-share: {qset.name} is not a set with held-out patterns and a "
+                            "training split (MetaQA)")
     if by not in HELDOUT_BY:
         raise KGEngineError(f"--heldout-by {by!r}: choose one of {', '.join(HELDOUT_BY)}")
     train_questions = list(load_question_set(str(qset.train)).questions)
@@ -189,12 +175,11 @@ class GraphIndex:
 def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | None = None,
              progress: bool = False, log: Log = _quiet) -> dict[str, Any]:
     out_dir = request.out_dir
+    extra = {**parse_key_values(request.extra_options), **request.answer_options}
+    sweeps = parse_sweeps(request.sweeps)
     if factory is None:  # refuse a typo before anything is loaded or answered
-        from kgengine.rag.answerers import METHODS
-
-        unknown = [m for m in request.methods if m not in METHODS]
-        if unknown:
-            raise KGEngineError(f"--method {', '.join(unknown)}: choose from {', '.join(METHODS)}")
+        check_methods(request.methods)
+        check_extra(request.methods, extra, [k for k, _ in sweeps])
     out_dir.mkdir(parents=True, exist_ok=True)
     sets = [load_question_set(spec, request.split) for spec in request.question_specs]
     if request.train is not None:
@@ -223,15 +208,16 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
         store.require_graph(g.graph, complete=True)
     train = {s.name: s.train for s in sets}
     settings = expand([s.name for s in sets], graphs, request.methods,
-                      parse_int_list(request.hops, "--hops"), parse_int_list(request.top_k, "--top-k"), train)
+                      parse_int_list(request.hops, "--hops"), parse_int_list(request.top_k, "--top-k"), train,
+                      {s.name: s.kind.metric for s in sets}, sweeps)
 
     seeds = parse_int_list(request.seeds, "--seeds") if request.seeds else ([0] if request.sample else [])
-    samples: dict[str, dict[int, list[EvalQuestion]]] = {}
+    samples: dict[str, dict[int, list[QuestionRecord]]] = {}
     for s in sets:
         if request.sample or request.seeds:
             samples[s.name] = {seed: sample(s.questions, request.sample, seed)
                                for seed in seeds if seed is not None}
-    plan: list[tuple[Setting, list[EvalQuestion]]] = []
+    plan: list[tuple[Setting, list[QuestionRecord]]] = []
     for setting in settings:
         qset = by_name[setting.questions]
         if setting.questions in samples:
@@ -249,14 +235,15 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
         log(f"resuming: {already:,} answers already in {out_dir / RESULTS}")
     # the answerers' caches (mined rules, learned patterns) live with the run, so a run is
     # reproducible and never reads what another version left in the user cache
-    extra = {"cache_dir": out_dir / "cache", **parse_options(request.extra_options), **request.answer_options}
-    by_setting = run_plan(plan, factory or store_factory(store, extra, log), results, progress)
+    extra = {"cache_dir": out_dir / "cache", **extra}
+    with ExitStack() as resources:  # e.g. a local LLM server started for the run
+        by_setting = run_plan(plan, factory or store_factory(store, extra, log, resources), results, progress)
 
     index = GraphIndex(store)
     ceilings: dict[str, float] = {}
     if request.ceiling:
         for setting, questions in plan:
-            if not by_name[setting.questions].is_brink:
+            if by_name[setting.questions].kind.ceiling:
                 # like the scores: over each seed's sample, then averaged
                 groups = list(samples[setting.questions].values()) if setting.questions in samples \
                     else [questions]
@@ -268,7 +255,8 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
                   for setting, _ in plan if setting.questions in samples}
     meta = {
         "question_sets": [s.name for s in sets],
-        "question_set_info": {s.name: {"kind": s.kind, "questions": len(s.questions),
+        "question_set_info": {s.name: {"kind": s.kind.name, "metric": s.kind.metric,
+                                       "questions": len(s.questions),
                                        "train": None if train[s.name] is None else str(train[s.name]),
                                        **{k: v for k, v in s.meta.items()}} for s in sets},
         "protocol": {"sample": request.sample, "seeds": seeds or None, "hops": request.hops,

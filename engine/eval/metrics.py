@@ -26,19 +26,14 @@ Pure: records in, numbers out; no files. The official semantics, point by point:
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kgengine.answers import DELETE_PUNCTUATION, normalize_answer, split_raw_output
 from kgengine.errors import KGEngineError
 
-ARTICLES = frozenset({"a", "an", "the"})
-# ASCII punctuation only: "–", "’" and "。" stay
-_DELETE_PUNCTUATION = str.maketrans("", "", string.punctuation)
-_SPLIT = re.compile(r"[,\n\r]+")
-_SPLIT_SPACES = re.compile(r"[,\n\r\t ]+")
-
+__all__ = ["normalize_answer", "split_raw_output"]  # re-exported: the metrics' text rules
 
 class MetricsInputError(KGEngineError):
     """A gold or prediction record the official evaluator would refuse; ``index`` is its
@@ -47,23 +42,6 @@ class MetricsInputError(KGEngineError):
     def __init__(self, index: int | None, reason: str) -> None:
         self.index, self.reason = index, reason
         super().__init__(reason if index is None else f"record {index}: {reason}")
-
-
-# ---- text -----------------------------------------------------------------------------------
-def normalize_answer(text: str) -> str:
-    """Lowercase, ``<pad>`` → space, delete ASCII punctuation, drop a/an/the, collapse
-    whitespace (in that order: "<PAD>" is lowercased first, "e1;e2" becomes "e1e2")."""
-    text = text.lower().replace("<pad>", " ").translate(_DELETE_PUNCTUATION)
-    return " ".join(token for token in text.split() if token not in ARTICLES)
-
-
-def split_raw_output(raw_output: str, split_on_spaces: bool = False) -> list[str]:
-    """The candidate answer strings of a raw output, in order, empty pieces dropped."""
-    raw_output = raw_output.strip()
-    if not raw_output:
-        return []
-    pattern = _SPLIT_SPACES if split_on_spaces else _SPLIT
-    return [piece.strip() for piece in pattern.split(raw_output) if piece.strip()]
 
 
 def prediction_answers(raw_output: Any, split_on_spaces: bool = False) -> list[str]:
@@ -204,7 +182,7 @@ _ARTICLE_WORDS = re.compile(r"\b(a|an|the)\b")
 def permissive_normalize(text: str) -> str:
     """RoG's normaliser: lowercase, delete ASCII punctuation, articles become spaces,
     collapse whitespace."""
-    text = text.lower().translate(_DELETE_PUNCTUATION)
+    text = text.lower().translate(DELETE_PUNCTUATION)
     return " ".join(_ARTICLE_WORDS.sub(" ", text).split())
 
 

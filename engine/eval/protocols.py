@@ -80,6 +80,8 @@ class Setting:
     hops: int | None = None
     top_k: int | None = None
     train: Path | None = None
+    metric: str = ""  # what the question set declares (kgengine.questions.Metric)
+    options: tuple[tuple[str, str], ...] = ()  # swept method options (KEY, VALUE)
 
     @property
     def key(self) -> str:
@@ -88,15 +90,37 @@ class Setting:
             parts.append(f"hops={self.hops}")
         if self.top_k is not None:
             parts.append(f"k={self.top_k}")
+        parts += [f"{key}={value}" for key, value in self.options]
         return "/".join(parts)
+
+
+def parse_sweeps(values: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """``--sweep beam_width=1,2,3`` -> [("beam_width", ["1", "2", "3"])]."""
+    out: list[tuple[str, list[str]]] = []
+    for value in values:
+        key, sep, text = value.partition("=")
+        items = [v.strip() for v in text.split(",") if v.strip()]
+        if not sep or not key.strip() or not items:
+            raise KGEngineError(f"--sweep {value!r}: expected KEY=V1,V2,...")
+        if any(k == key.strip() for k, _ in out):
+            raise KGEngineError(f"--sweep: {key.strip()} given twice")
+        out.append((key.strip(), list(dict.fromkeys(items))))
+    return out
 
 
 def expand(question_sets: Sequence[str], graphs: Sequence[GraphSetting], methods: Sequence[str],
            hops: Sequence[int | None], top_k: Sequence[int | None],
-           train: dict[str, Path | None]) -> list[Setting]:
-    """Every combination, in a stable order (question set, graph, method, hops, k)."""
-    return [Setting(q, g.name, g.graph, m, h, k, train.get(q))
-            for q in question_sets for g in graphs for m in methods for h in hops for k in top_k]
+           train: dict[str, Path | None], metric: dict[str, str] | None = None,
+           sweeps: Sequence[tuple[str, Sequence[str]]] = ()) -> list[Setting]:
+    """Every combination, in a stable order (question set, graph, method, hops, k, swept
+    options in the order given)."""
+    combos: list[tuple[tuple[str, str], ...]] = [()]
+    for key, values in sweeps:
+        combos = [(*c, (key, v)) for c in combos for v in values]
+    metric = metric or {}
+    return [Setting(q, g.name, g.graph, m, h, k, train.get(q), metric.get(q, ""), c)
+            for q in question_sets for g in graphs for m in methods for h in hops for k in top_k
+            for c in combos]
 
 
 def heldout_patterns(patterns: Iterable[str], share: float, seed: int) -> set[str]:

@@ -26,6 +26,7 @@ from kgengine.eval.metrics import (
     read_gold,
     score_question,
 )
+from kgengine.questions import Metric
 
 SUMMARY_KEYS = (*METRIC_KEYS, "hit@1")
 
@@ -37,12 +38,17 @@ def official_gold(record: Mapping[str, Any]) -> dict[str, Any]:
             "hard_answer": "" if gold.get("hard_answer") is None else gold["hard_answer"]}
 
 
+def uses_hit_at_1(record: Mapping[str, Any]) -> bool:
+    """The record's question set declares Hit@1 (MetaQA) rather than BRINK's strict metrics."""
+    return record["metric"] == Metric.HIT_AT_1
+
+
 def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) -> dict[str, float | None]:
     """One record's strict scores (through the same parsing as the official files), its
-    permissive ones and, for MetaQA (no hard answer), Hit@1."""
+    permissive ones and, for a Hit@1 set (MetaQA), Hit@1."""
     g = read_gold([official_gold(record)])[record["id"]]
     s = score_question(prediction_answers(record["raw_output"], split_on_spaces), g.answers, g.hard_answer)
-    metaqa = record["gold"].get("hard_answer") is None
+    metaqa = uses_hit_at_1(record)
     loose = permissive_score_question(record["raw_output"], record["gold"]["answers"],
                                       official_gold(record)["hard_answer"], split_on_spaces)
     return {"hits_any": s.hits_any, "precision": s.precision, "recall": s.recall, "f1": s.f1,
@@ -54,7 +60,7 @@ def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) ->
 def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, float | None]]
               ) -> dict[str, float | int | None]:
     """The setting's figures: strict BRINK metrics (official aggregation), Hit@1 for MetaQA."""
-    metaqa = bool(records) and records[0]["gold"].get("hard_answer") is None
+    metaqa = bool(records) and uses_hit_at_1(records[0])
     strict = aggregate([QuestionScore(s["hits_any"], s["precision"], s["recall"], s["f1"],
                                       s["hits_hard"] or 0.0) for s in scores]).as_dict()
     out: dict[str, float | int | None] = dict(strict)
@@ -143,7 +149,7 @@ def misses(records: Sequence[Mapping[str, Any]], kb: KB | None, brink_hops: int 
         scores = question_scores(record, split_on_spaces)
         if not is_miss(record, scores):
             continue
-        metaqa = record["gold"].get("hard_answer") is None
+        metaqa = uses_hit_at_1(record)
         hops = (record["gold"].get("hops") or 1) if metaqa else brink_hops
         reachable = has_fact = None
         if kb is not None and record.get("topic_entity"):

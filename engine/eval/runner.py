@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from kgengine.errors import KGEngineError
 from kgengine.eval.files import read_jsonl
 from kgengine.eval.protocols import Setting
-from kgengine.eval.questions import EvalQuestion
 from kgengine.progress import progress_bar
-from kgengine.rag.base import Answer, Answerer
+from kgengine.questions import QuestionRecord
+from kgengine.rag.base import Answer, Answerer, answer_or_error
+from kgengine.rag.methods import AnswerSettings, build_answerer, settings_with, split_options
+from kgengine.surface import Surface
 
 AnswererFactory = Callable[[Setting], Answerer]
 RESULTS = "results.jsonl"
@@ -34,7 +36,7 @@ def top_answer(answer: Answer) -> str | None:
     return answer.raw_output or None
 
 
-def result_record(setting: Setting, q: EvalQuestion, answer: Answer | None, error: str | None,
+def result_record(setting: Setting, q: QuestionRecord, answer: Answer | None, error: str | None,
                   seconds: float) -> dict[str, Any]:
     return {
         "id": q.id,
@@ -46,6 +48,8 @@ def result_record(setting: Setting, q: EvalQuestion, answer: Answer | None, erro
         "hops": setting.hops,
         "top_k": setting.top_k,
         "train": None if setting.train is None else str(setting.train),
+        "metric": setting.metric,
+        "options": dict(setting.options),
         "question": q.question.text,
         "topic_entity": q.question.topic_entity,
         "raw_output": answer.raw_output if answer else "",
@@ -83,8 +87,9 @@ class ResultLog:
     def done(self, setting: Setting, qid: Any) -> dict[str, Any] | None:
         record = self.records.get((setting.key, id_key(qid)))
         train = None if setting.train is None else str(setting.train)
-        if record is None or record.get("graph") != setting.graph or record.get("train") != train:
-            return None  # a different graph or training file under the same setting name: redo
+        if record is None or record.get("graph") != setting.graph or record.get("train") != train \
+                or record.get("metric") != setting.metric:
+            return None  # a different graph, training file or set kind under the same setting name: redo
         return record
 
     def append(self, record: dict[str, Any]) -> None:
@@ -94,7 +99,7 @@ class ResultLog:
         self.records[(record["setting"], id_key(record["id"]))] = record
 
 
-def run_plan(plan: Sequence[tuple[Setting, Sequence[EvalQuestion]]], factory: AnswererFactory,
+def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: AnswererFactory,
              log: ResultLog, progress: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Answer each setting's questions (skipping those already in ``log``); the records per
     setting key, in question order. An answerer error a user can cause (KGEngineError, e.g.
@@ -109,11 +114,10 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[EvalQuestion]]], factory: An
             answerer = factory(setting)
             for q in questions:
                 started = time.perf_counter()
-                try:
-                    answer, error = answerer.answer(q.question), None
-                except KGEngineError as exc:
-                    answer, error = None, str(exc)
-                log.append(result_record(setting, q, answer, error, time.perf_counter() - started))
+                answer = answer_or_error(answerer, q.question)
+                error = answer.error
+                log.append(result_record(setting, q, None if error else answer, error,
+                                         time.perf_counter() - started))
                 bar.advance()
     out: dict[str, list[dict[str, Any]]] = {}
     for setting, questions in plan:
@@ -128,44 +132,49 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[EvalQuestion]]], factory: An
     return out
 
 
-def ask_options(setting: Setting, extra: Mapping[str, Any]) -> Any:
-    """H4's ``AskOptions`` for a setting: its method, hops, top-k and training file, plus
-    ``extra`` fields (unknown names are refused); unset ones keep the answerer's defaults.
-    Answers are written as the answered graph's own ids (``labels="dataset"``), the form a
-    BRINK build's KGs and questions share."""
-    from kgengine.rag.answerers import AskOptions
-
-    values: dict[str, Any] = {"method": setting.method, "labels": "dataset"}
+def answerer_parts(setting: Setting, extra: Mapping[str, Any]) -> tuple[AnswerSettings, Any]:
+    """The shared settings and the method's own options for a setting: its hops, top-k,
+    training file and swept options, plus ``extra`` (``--option KEY=VALUE``: a shared setting,
+    or an option of this method; a key that only another swept method knows is left to it).
+    Answers are written as the answered graph's own ids (``labels=dataset``), the form a BRINK
+    build's KGs and questions share."""
+    values: dict[str, Any] = {"labels": Surface.DATASET}
     if setting.hops is not None:
         values["hops"] = setting.hops
     if setting.top_k is not None:
         values["top_k"] = setting.top_k
     if setting.train is not None:
         values["train_paths"] = (setting.train,)
-    names = {f.name for f in fields(AskOptions)}
-    for key, value in extra.items():
-        if key not in names:
-            raise KGEngineError(f"--option {key}: not an answerer option (known: {', '.join(sorted(names))})")
-        values[key] = Path(value) if key in ("rules_path", "cache_dir", "llm_cache") and value else value
-    return AskOptions(**values)
+    shared, options = split_options(setting.method, {**extra, **dict(setting.options)}, strict=False)
+    return settings_with(AnswerSettings(), {**values, **shared}), options
+
+
+def check_extra(methods: Sequence[str], extra: Mapping[str, Any], sweeps: Sequence[str]) -> None:
+    """Every ``--option``/``--sweep`` key is a shared setting or an option of some method run."""
+    from kgengine.rag.methods import SHARED_KEYS, method_spec, option_keys
+
+    known = set(SHARED_KEYS) | {k for m in methods for k in option_keys(method_spec(m).options)}
+    unknown = [k for k in (*extra, *sweeps) if k not in known]
+    if unknown:
+        per_method = "; ".join(f"{m}: {', '.join(option_keys(method_spec(m).options)) or 'none'}"
+                               for m in methods)
+        raise KGEngineError(f"--option {', '.join(unknown)}: not an option of the methods run ({per_method}; "
+                            f"shared: {', '.join(SHARED_KEYS)})")
 
 
 def store_factory(store: Any, extra: Mapping[str, Any] | None = None,
-                  log: Callable[[str], None] | None = None) -> AnswererFactory:
-    """Answerers from ``kgengine.rag.answerers.build_answerer`` on ``store``, one per setting
-    (its one-line notes — rules mined, patterns learned — go to ``log``)."""
+                  log: Callable[[str], None] | None = None, resources: ExitStack | None = None
+                  ) -> AnswererFactory:
+    """Answerers from :func:`kgengine.rag.methods.build_answerer` on ``store``, one per
+    setting (its one-line notes — rules mined, patterns learned — go to ``log``)."""
 
     def make(setting: Setting) -> Answerer:
-        from kgengine.rag.answerers import build_answerer
-
-        options = ask_options(setting, extra or {})
+        settings, options = answerer_parts(setting, extra or {})
         if log is None:
-            return build_answerer(store, setting.graph, options)
+            return build_answerer(store, setting.graph, setting.method, settings, options,
+                                  resources=resources)
         log(f"{setting.key}: building the {setting.method} answerer on graph {setting.graph!r}")
-        return build_answerer(store, setting.graph, options, log=lambda m: log(f"  {m}"))
+        return build_answerer(store, setting.graph, setting.method, settings, options,
+                              log=lambda m: log(f"  {m}"), resources=resources)
 
     return make
-
-
-def settings_of(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(r["setting"] for r in records))

@@ -15,10 +15,8 @@ from typing import Any
 
 from kgengine.errors import InputError, KGEngineError
 from kgengine.eval.metrics import normalize_answer
-from kgengine.eval.questions import EvalQuestion, QuestionSet
-
-FORMS = ("private", "dataset", "text")
-_BUILD_FORMS = {"private": "private", "id": "dataset", "text": "text"}  # stats.json -> ours
+from kgengine.questions import QuestionRecord, QuestionSet
+from kgengine.surface import Surface, parse_surface
 
 
 @dataclass(frozen=True)
@@ -28,9 +26,9 @@ class Entity:
     label: str  # "" when the entity has none
 
     def form(self, name: str) -> str:
-        if name == "private":
+        if name == Surface.PRIVATE:
             return self.private
-        if name == "text":
+        if name == Surface.TEXT:
             return self.label or self.dataset  # as a text-label build: the id where no label
         return self.dataset
 
@@ -73,7 +71,7 @@ def _replace_topic(text: str, old: str, new: str) -> str:
     return pattern.sub(lambda _: new, text, count=1)
 
 
-def reexpress(q: EvalQuestion, mapping: Mapping[str, str]) -> EvalQuestion:
+def reexpress(q: QuestionRecord, mapping: Mapping[str, str]) -> QuestionRecord:
     topic = q.question.topic_entity
     new_topic = mapping.get(topic, topic) if topic is not None else None
     text = q.question.text if topic is None else _replace_topic(q.question.text, topic, new_topic or topic)
@@ -85,15 +83,14 @@ def reexpress(q: EvalQuestion, mapping: Mapping[str, str]) -> EvalQuestion:
 def build_form(build_dir: Path) -> str:
     stats = build_dir / "stats.json"
     if not stats.is_file():
-        return "private"
+        return Surface.PRIVATE
     labels = json.loads(stats.read_text(encoding="utf-8")).get("settings", {}).get("labels", "private")
-    return _BUILD_FORMS.get(labels, "private")
+    return parse_surface(labels)
 
 
 def reexpress_set(qset: QuestionSet, target: str, log: Any = None) -> QuestionSet:
     """The build's questions (and, through ``meta['surface']``, its KGs) in ``target`` form."""
-    if target not in FORMS:
-        raise KGEngineError(f"--labels {target!r}: choose from {', '.join(FORMS)}")
+    target = parse_surface(target)
     if qset.build_dir is None or not (qset.build_dir / "entities.tsv").is_file():
         raise KGEngineError(f"--labels needs a BRINK build directory with entities.tsv "
                             f"({qset.name} has none)")

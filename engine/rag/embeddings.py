@@ -328,3 +328,16 @@ def triple_embeddings(
     if cached is not None or not build:
         return cached
     return build_cache(store, graph, encoder, surface, cache_dir, key=key, progress=progress)
+
+
+def normalised_encoder(model: str | None = None) -> Any:
+    """``texts -> unit-length vectors`` of the sentence-transformers ``model`` (zero-shot
+    relation linking compares them by dot product)."""
+    encoder = load_encoder(model)
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        vectors = encoder.encode(texts)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1.0, norms)
+
+    return encode

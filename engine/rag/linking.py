@@ -16,7 +16,7 @@ from functools import cached_property
 
 from kgengine.errors import KGEngineError
 from kgengine.model import Entity
-from kgengine.rag.base import Question
+from kgengine.rag.base import LinkedEntity, Question
 from kgengine.rag.paths import find_mention
 from kgengine.store import KGStore
 
@@ -77,13 +77,6 @@ def search_entities(store: KGStore, graph: str, text: str, limit: int | None = 2
     return ranked if limit is None else ranked[:limit]
 
 
-@dataclass(frozen=True)
-class LinkedEntity:
-    id: str
-    mention: str | None  # the string of the question that names it (None: not in the text)
-    how: str  # "topic_entity (id)", "[bracket] (label)", "text match (label)", ...
-
-
 class GraphEntityLinker:
     """Links questions to entities of one graph (an :class:`kgengine.rag.base.EntityLinker`)."""
 
@@ -112,6 +105,18 @@ class GraphEntityLinker:
         raise EntityNotFoundError(
             f"no entity {name!r} in graph {self.graph!r} (by id, private id or label)"
             + self._suggest(name))
+
+    def lookup(self, name: str) -> str | None:
+        """The entity a surface form of a training file names (id, private id or label), in
+        memory: the exact-case one first, else by kind (id, private id, label); None if none."""
+        found = self._surfaces.get(name.casefold())
+        if not found:
+            return None
+        exact = [c for c in found if c[0] == name]
+        if exact:
+            return exact[0][0]
+        order = ("id", "private id", "label")
+        return min(found, key=lambda c: (order.index(c[1]), c[0]))[0]
 
     def _suggest(self, name: str) -> str:
         close = difflib.get_close_matches(name.casefold(), list(self._surfaces), n=5, cutoff=0.6)

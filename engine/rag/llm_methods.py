@@ -32,22 +32,32 @@ the synthesis' reasoning)."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
+from kgengine.answers import normalize_answer, split_raw_output
 from kgengine.errors import KGEngineError
-from kgengine.eval.metrics import normalize_answer, split_raw_output
 from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
-from kgengine.model import Triple
-from kgengine.rag.base import Answer, EntityLinker, Evidence, Question, Retriever, ScoredAnswer, Selector
-from kgengine.rag.verbalise import DATASET_IDS, Surface, SurfaceForms, parse_surface, verbalise
+from kgengine.model import Direction, Triple
+from kgengine.rag.base import (
+    Answer,
+    BaseAnswerer,
+    EntityLinker,
+    Evidence,
+    LinkedEntity,
+    Question,
+    Retriever,
+    ScoredAnswer,
+    Selector,
+    Timings,
+)
+from kgengine.rag.methods import DEFAULT_TOP_K, MethodContext, MethodSpec, Need, NoOptions
+from kgengine.rag.verbalise import DATASET_IDS, SurfaceForms, verbalise
+from kgengine.surface import Surface, parse_surface
 
-LLM_METHODS = ("llm", "llm-qd", "llm-kg", "full")
-KG_METHODS = ("llm-kg", "full")
-DECOMPOSING_METHODS = ("llm-qd", "full")
 END = "<END>"
-DEFAULT_TOP_K = 10
 # KG-RAG paper Table 2 and §3.5.4 (temperature 0 instead of 0.3: reproducible and cacheable)
 DECOMPOSE_MAX_TOKENS = 256
 ANSWER_MAX_TOKENS = 256
@@ -178,25 +188,31 @@ class SurfaceIndex:
 
 
 # ---- the answerer ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Pipeline:
+    """What tells the four KG-RAG methods apart."""
+
+    uses_kg: bool  # retrieve candidate triples and put the top-K in each answering prompt
+    decomposes: bool  # decompose into sub-questions, answer them in order, synthesise
+
+
 @dataclass
 class _Run:
-    """One question's working state: timings, prompt triples, reasoning lines."""
+    """One question's working state: timings (ms), prompt triples, reasoning lines."""
 
-    started: float = field(default_factory=time.perf_counter)
-    timings: dict[str, float] = field(default_factory=lambda: {"retrieve_s": 0.0, "select_s": 0.0,
-                                                                "llm_s": 0.0})
+    timings: Timings
     shown: list[Triple] = field(default_factory=list)  # every triple put in a prompt
     reasoning: list[str] = field(default_factory=list)
 
 
-class LLMAnswerer:
-    """One of the four KG-RAG LLM methods (``method``: llm, llm-qd, llm-kg, full).
+class LLMAnswerer(BaseAnswerer):
+    """One of the four KG-RAG LLM methods (``pipeline`` says which; ``method`` is its name).
 
     ``retriever``/``selector``/``top_k``: candidate retrieval and top-K selection (required
-    by llm-kg and full). ``surface``: how entities are written in prompts and matched in
-    replies (default: the selector's own surface forms if it has them, else dataset ids).
-    ``linker``: finds the topic entity when a question has none. ``resolve``: maps an answer
-    piece the prompt did not show to an entity id (e.g. a store lookup).
+    when the pipeline uses the KG). ``surface``: how entities are written in prompts and
+    matched in replies (default: the selector's own surface forms if it has them, else
+    dataset ids). ``linker``: links the topic entity (without one a given topic is taken as
+    an id). ``resolve``: maps an answer piece the prompt did not show to an entity id.
 
     ``answer`` keeps its working state per call, so one answerer may serve several threads
     when its LLM, retriever and selector can (:class:`kgengine.llm.OpenAICompatibleLLM` can)."""
@@ -204,6 +220,7 @@ class LLMAnswerer:
     def __init__(
         self,
         method: str,
+        pipeline: Pipeline,
         *,
         llm: LLM,
         retriever: Retriever | None = None,
@@ -215,53 +232,45 @@ class LLMAnswerer:
         prompts: LLMPrompts | None = None,
         max_sub_questions: int = MAX_SUB_QUESTIONS,
     ) -> None:
-        if method not in LLM_METHODS:
-            raise LLMMethodError(f"unknown LLM method {method!r} (choose from {', '.join(LLM_METHODS)})")
-        if method in KG_METHODS and (retriever is None or selector is None):
+        if pipeline.uses_kg and (retriever is None or selector is None):
             raise LLMMethodError(f"method {method} needs a retriever and a selector")
         if top_k < 1:
             raise LLMMethodError(f"top_k must be at least 1, got {top_k}")
         self.method, self.llm, self.retriever, self.selector = method, llm, retriever, selector
-        self.top_k, self.linker, self.max_sub_questions = top_k, linker, max_sub_questions
+        self.top_k, self.entity_linker, self.max_sub_questions = top_k, linker, max_sub_questions
         own_surface = getattr(selector, "surface", None)
         self.surface = surface or (own_surface if isinstance(own_surface, SurfaceForms) else DATASET_IDS)
         self.index = SurfaceIndex(self.surface, resolve)
         self.prompts = prompts or LLMPrompts()
-        self.uses_kg = method in KG_METHODS
-        self.decomposes = method in DECOMPOSING_METHODS
+        self.uses_kg, self.decomposes = pipeline.uses_kg, pipeline.decomposes
+        self.needs_topic = pipeline.uses_kg
+        self.error_class = LLMMethodError
 
     # -- steps -------------------------------------------------------------------------------
     def _ask(self, run: _Run, prompt: str, *, stop: Sequence[str] = (), max_tokens: int) -> str:
-        started = time.perf_counter()
-        try:
-            return self.llm.complete(LLMRequest.of(prompt, temperature=0.0, stop=stop,
-                                                   max_tokens=max_tokens))
-        finally:
-            run.timings["llm_s"] += time.perf_counter() - started
+        with run.timings.step("llm_ms"):
+            return self.llm.complete(LLMRequest.of(prompt, temperature=0.0, stop=stop, max_tokens=max_tokens))
 
     def _candidates(self, run: _Run, question: Question, entity: str) -> list[Triple]:
         assert self.retriever is not None
-        started = time.perf_counter()
-        candidates = self.retriever.search(question, entity)
-        run.timings["retrieve_s"] += time.perf_counter() - started
-        return candidates
+        with run.timings.step("retrieve_ms"):
+            return self.retriever.search(question, entity)
 
-    def _select(self, run: _Run, text: str, candidates: Sequence[Triple]) -> list[Triple]:
+    def _select(self, run: _Run, question: Question, candidates: Sequence[Triple]) -> list[Triple]:
         assert self.selector is not None
-        started = time.perf_counter()
-        chosen = self.selector.select(text, candidates, self.top_k) if candidates else []
-        run.timings["select_s"] += time.perf_counter() - started
+        with run.timings.step("select_ms"):
+            chosen = self.selector.select(question, candidates, self.top_k) if candidates else []
         run.shown.extend(chosen)
         return chosen
 
-    def _answer_one(self, run: _Run, text: str, candidates: Sequence[Triple] | None) -> str:
+    def _answer_one(self, run: _Run, question: Question, candidates: Sequence[Triple] | None) -> str:
         """A (sub-)question's answer: zero-shot, or KAPING with its own top-K triples."""
         if candidates is None:
-            prompt = self.prompts.answer.fill(question=text)
+            prompt = self.prompts.answer.fill(question=question.text)
         else:
-            chosen = self._select(run, text, candidates)
+            chosen = self._select(run, question, candidates)
             facts = "\n".join(verbalise(t, self.surface) for t in chosen) or "(no facts found)"
-            prompt = self.prompts.answer_kg.fill(question=text, triples=facts)
+            prompt = self.prompts.answer_kg.fill(question=question.text, triples=facts)
         return parse_answer_text(self._ask(run, prompt, max_tokens=ANSWER_MAX_TOKENS))
 
     def _decompose(self, run: _Run, text: str) -> Decomposition:
@@ -276,36 +285,37 @@ class LLMAnswerer:
                             sub_question)
 
     # -- the pipeline --------------------------------------------------------------------------
-    def answer(self, question: Question) -> Answer:
-        run = _Run()
-        entity = question.topic_entity
-        if entity is None and self.linker is not None:
-            entity = self.linker.link(question)
+    def get_answer(self, question: Question, topic: LinkedEntity | None, timings: Timings) -> Answer:
+        run = _Run(timings)
+        entity = topic.id if topic is not None else None
         candidates: list[Triple] | None = None
         if self.uses_kg:
-            if entity is None:
-                raise LLMMethodError(f"method {self.method} needs the question's topic entity "
-                                     "(give it, or an entity linker)")
+            assert entity is not None  # needs_topic
+            for key in ("retrieve_ms", "select_ms"):
+                timings.ms.setdefault(key, 0.0)
             candidates = self._candidates(run, question, entity)
             run.reasoning.append(f"Retrieved {len(candidates)} candidate triples around the topic "
                                  f"entity; the top {self.top_k} per question go in the prompt.")
+        timings.ms.setdefault("llm_ms", 0.0)
+        asked = Question(question.text, entity)
         if not self.decomposes:
-            final = self._answer_one(run, question.text, candidates)
+            final = self._answer_one(run, asked, candidates)
         else:
-            final = self._decomposed(run, question.text, candidates)
+            final = self._decomposed(run, asked, candidates)
         return self._result(run, question, entity, final)
 
-    def _decomposed(self, run: _Run, text: str, candidates: list[Triple] | None) -> str:
+    def _decomposed(self, run: _Run, question: Question, candidates: list[Triple] | None) -> str:
+        text = question.text
         plan = self._decompose(run, text)
         if plan.reasoning:
             run.reasoning.append(f"Decomposition: {plan.reasoning}")
         if not plan.sub_questions:
             run.reasoning.append("No decomposition: the question is answered as it is.")
-            return self._answer_one(run, text, candidates)
+            return self._answer_one(run, question, candidates)
         steps: list[tuple[str, str]] = []
         for number, sub_question in enumerate(plan.sub_questions, 1):
             asked = sub_question if not steps else self._reformulate(run, sub_question, steps)
-            sub_answer = self._answer_one(run, asked, candidates)
+            sub_answer = self._answer_one(run, Question(asked, question.topic_entity), candidates)
             steps.append((asked, sub_answer))
             shown = asked if asked == sub_question else f"{asked} (reformulated from: {sub_question})"
             run.reasoning.append(f"Sub-question {number}: {shown} -> {sub_answer or '(no answer)'}")
@@ -318,29 +328,36 @@ class LLMAnswerer:
         return final
 
     def _result(self, run: _Run, question: Question, entity: str | None, final: str) -> Answer:
-        shown_entities = (e for t in run.shown for e in (t.head, t.tail))
-        local = self.index.local([*([entity] if entity else []), *shown_entities])
-        answers: dict[str, ScoredAnswer] = {}
-        for piece in split_raw_output(final):
-            found = self.index.lookup(piece, local)
-            key = found if found is not None else f"text:{normalize_answer(piece)}"
-            if key in answers or not normalize_answer(piece):
-                continue
-            if found is None:
-                answers[key] = ScoredAnswer(id=piece, score=0.0, label=piece)
-                continue
-            evidence = [Evidence(path=(t,)) for t in dict.fromkeys(run.shown) if found in (t.head, t.tail)]
-            answers[key] = ScoredAnswer(id=found, score=1.0, label=self._label(found), evidence=evidence)
-        run.timings["total_s"] = time.perf_counter() - run.started
+        answers = map_answers(final, self.index, run.shown, [entity] if entity else [], self._label)
         return Answer(question=question.text, topic_entity=entity, method=self.method,
-                      answers=list(answers.values()), reasoning=run.reasoning, raw_output=final,
-                      timings=run.timings)
+                      answers=answers, reasoning=run.reasoning, raw_output=final)
 
     def _label(self, entity: str) -> str | None:
         try:
             return self.surface.entity(entity)
         except KGEngineError:
             return None
+
+
+def map_answers(final: str, index: SurfaceIndex, shown: Sequence[Triple], extra: Sequence[str],
+                label: Callable[[str], str | None]) -> list[ScoredAnswer]:
+    """The pieces of an LLM's final answer text as answers: each mapped to a graph entity when
+    it equals an entity's surface form (score 1.0, with the prompt triples that mention it as
+    evidence), else kept as free text (score 0.0, the text as id)."""
+    shown_entities = (e for t in shown for e in (t.head, t.tail))
+    local = index.local([*extra, *shown_entities])
+    answers: dict[str, ScoredAnswer] = {}
+    for piece in split_raw_output(final):
+        found = index.lookup(piece, local)
+        key = found if found is not None else f"text:{normalize_answer(piece)}"
+        if key in answers or not normalize_answer(piece):
+            continue
+        if found is None:
+            answers[key] = ScoredAnswer(id=piece, score=0.0, label=piece)
+            continue
+        evidence = [Evidence(path=(t,)) for t in dict.fromkeys(shown) if found in (t.head, t.tail)]
+        answers[key] = ScoredAnswer(id=found, score=1.0, label=label(found), evidence=evidence)
+    return list(answers.values())
 
 
 def build_llm_answerer(
@@ -355,13 +372,19 @@ def build_llm_answerer(
     resolve: Resolver | None = None,
     prompts: LLMPrompts | None = None,
     labels: str | Surface | None = None,
+    max_sub_questions: int = MAX_SUB_QUESTIONS,
 ) -> LLMAnswerer:
-    """The answerer of one LLM method (``llm``, ``llm-qd``, ``llm-kg``, ``full``); llm-kg and
-    full need ``retriever`` and ``selector``, the other two ignore them.
+    """The answerer of one registered KG-RAG LLM method, from parts a Python user builds;
+    methods that use the KG need ``retriever`` and ``selector``, the others ignore them.
 
     Entities are written (and replies matched) in ``surface``; without it, in the selector's
     surface forms (an :class:`EmbeddingSelector` made with ``surface=labels``), else as dataset
     ids. ``labels`` (private|dataset|text), if given, must agree with that choice."""
+    from kgengine.rag.methods import method_spec
+
+    spec = method_spec(method)
+    if not isinstance(spec, LLMMethodSpec):
+        raise LLMMethodError(f"unknown LLM method {method!r} (not one of the KG-RAG LLM methods)")
     own_surface = getattr(selector, "surface", None)
     if surface is None and isinstance(own_surface, SurfaceForms):
         surface = own_surface  # prompts and answer mapping write entities as selection does
@@ -372,7 +395,54 @@ def build_llm_answerer(
             raise LLMMethodError(f"labels={wanted.value} but the surface forms given are {kind.value}: pass "
                                  f"surface=SurfaceForms.from_store(store, graph, {wanted.value!r}) or a "
                                  f"selector made with surface={wanted.value!r}")
-    if method not in KG_METHODS:
+    if not spec.pipeline.uses_kg:
         retriever = selector = None
-    return LLMAnswerer(method, llm=llm, retriever=retriever, selector=selector, top_k=top_k,
-                       surface=surface, linker=linker, resolve=resolve, prompts=prompts)
+    return LLMAnswerer(method, spec.pipeline, llm=llm, retriever=retriever, selector=selector, top_k=top_k,
+                       surface=surface, linker=linker, resolve=resolve, prompts=prompts,
+                       max_sub_questions=max_sub_questions)
+
+
+# ---- the registered methods ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecomposeOptions:
+    max_sub_questions: int = MAX_SUB_QUESTIONS  # more is a runaway decomposition
+
+
+@dataclass(frozen=True)
+class RetrievalOptions:
+    direction: Direction = Direction.BOTH  # k-hop retrieval direction
+    hub_cap: int | None = None  # k-hop retrieval: neighbours kept per hub entity
+
+
+@dataclass(frozen=True)
+class FullOptions(RetrievalOptions, DecomposeOptions):
+    pass
+
+
+def _build(context: MethodContext, options: Any, pipeline: Pipeline) -> LLMAnswerer:
+    retriever = selector = None
+    if pipeline.uses_kg:
+        retriever = context.retriever(options.direction, options.hub_cap)
+        selector = context.selector()
+    return LLMAnswerer(context.method, pipeline, llm=context.llm(), retriever=retriever, selector=selector,
+                       top_k=context.settings.top_k, surface=context.surface(), linker=context.linker(),
+                       max_sub_questions=getattr(options, "max_sub_questions", MAX_SUB_QUESTIONS))
+
+
+@dataclass(frozen=True)
+class LLMMethodSpec(MethodSpec):
+    pipeline: Pipeline = Pipeline(False, False)
+
+
+def _spec(summary: str, pipeline: Pipeline, options: type, **flags: bool) -> LLMMethodSpec:
+    needs = {Need.LLM} | ({Need.EMBEDDINGS} if pipeline.uses_kg else set())
+    return LLMMethodSpec(summary, partial(_build, pipeline=pipeline), options, frozenset(needs),
+                         pipeline=pipeline, **flags)
+
+
+LLM_ONLY = _spec("the LLM alone, zero-shot (KG-RAG paper)", Pipeline(False, False), NoOptions)
+LLM_QD = _spec("LLM with question decomposition (KG-RAG paper)", Pipeline(False, True), DecomposeOptions)
+LLM_KG = _spec("LLM with the top-K retrieved triples in the prompt (KAPING; KG-RAG paper)",
+               Pipeline(True, False), RetrievalOptions)
+FULL = _spec("decomposition + per-sub-question retrieved triples + synthesis (KG-RAG paper)",
+             Pipeline(True, True), FullOptions, default_with_llm=True)

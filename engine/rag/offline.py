@@ -28,13 +28,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
+from kgengine.errors import KGEngineError
 from kgengine.model import Entity, Relation, Triple
-from kgengine.rag.base import Answer, Evidence, Question, ScoredAnswer
+from kgengine.questions import read_training
+from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
+from kgengine.rag.embeddings import normalised_encoder
 from kgengine.rag.linking import GraphEntityLinker
-from kgengine.rag.paths import RelationPath, Step, format_path
-from kgengine.rag.relations import LinkedPath, RelationLinker
+from kgengine.rag.methods import MethodContext, MethodSpec, Need
+from kgengine.rag.paths import Adjacency, RelationPath, Step, format_path, pattern_of
+from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.store import KGStore
 
@@ -80,29 +84,27 @@ def follow_path(store: KGStore, graph: str, topic: str, path: RelationPath,
 
 
 @dataclass
-class OfflineAnswerer:
+class OfflineAnswerer(BaseAnswerer):
     store: KGStore
     graph: str
     entity_linker: GraphEntityLinker
     relation_linker: RelationLinker
     rules: RuleSet | None = None
-    method: str = "offline"
+    method: str = "offline"  # its registered name
     min_score: float = 0.5
     surface: Callable[[str], str] = str  # entity id -> the form written in raw_output
     labels: dict[str, str] | None = None  # entity id -> text label, for display
     evidence_per_answer: int = 3
     # per step, the cut learned on the training split (calibrate); min_score elsewhere
     thresholds: dict[Step, float] = field(default_factory=dict)
+    rule_guided: bool = False  # the rules' candidates first; the direct path only where no rule applies
 
-    def answer(self, question: Question) -> Answer:
-        timings: dict[str, float] = {}
-        started = time.perf_counter()
-        linked_entity = self.entity_linker.link_mention(question)
+    def get_answer(self, question: Question, linked_entity: LinkedEntity | None, steps: Timings) -> Answer:
+        assert linked_entity is not None  # needs_topic
+        timings = steps.ms
         topic = linked_entity.id
-        timings["link_entity_ms"] = _ms(started)
-        mark = time.perf_counter()
-        linked = self.relation_linker.link(question.text, topic, linked_entity.mention)
-        timings["link_relation_ms"] = _ms(mark)
+        with steps.step("link_relation_ms"):
+            linked = self.relation_linker.link(question.text, topic, linked_entity.mention)
         reasoning = [f"topic entity {topic} ({linked_entity.how}"
                      + (f", mentioned as {linked_entity.mention!r})" if linked_entity.mention else ")"),
                      linked.describe()]
@@ -133,12 +135,10 @@ class OfflineAnswerer:
         if answers:
             reasoning.append(f"answer: {', '.join(self.surface(a.id) for a in answers[:10])}"
                              + (" ..." if len(answers) > 10 else ""))
-        timings["total_ms"] = _ms(started)
         return Answer(
             question=question.text, topic_entity=topic, method=self.method, answers=answers,
             relation_path=format_path(path), learned_from=linked.learned_from,
             reasoning=reasoning, raw_output=", ".join(self.surface(a.id) for a in answers),
-            timings=timings,
         )
 
     def threshold(self, path: RelationPath) -> float:
@@ -152,7 +152,7 @@ class OfflineAnswerer:
         candidates: dict[str, _Candidate] = {}
         step_rules = (self.rules.for_step(path[0])
                       if self.rules is not None and len(path) == 1 else [])
-        use_direct = self.method == "offline" or not step_rules
+        use_direct = not self.rule_guided or not step_rules
         mark = time.perf_counter()
         if use_direct and path:
             result = follow_path(self.store, self.graph, topic, path, self.evidence_per_answer)
@@ -253,9 +253,91 @@ def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 3)
 
 
-def linked_summary(linked: LinkedPath) -> dict[str, Any]:
-    return {"path": format_path(linked.path), "learned_from": linked.learned_from,
-            "pattern": linked.pattern, "matched_pattern": linked.matched_pattern}
+# ---- the methods ------------------------------------------------------------------------------
+LEARN_RULE_CONFIDENCE = 0.5  # rules that count when learning which relation a pattern asks
 
 
-__all__: Sequence[str] = ("OfflineAnswerer", "calibrate", "follow_path", "PathResult")
+@dataclass(frozen=True)
+class OfflineOptions:
+    """The offline answerer's own settings."""
+
+    use_rules: bool = True  # offline: add rule-guided candidates (rule-guided always does)
+    min_score: float = 0.5  # rule-only candidates below this noisy-or score are dropped
+    min_similarity: float = 0.3  # nearest known pattern at least this similar, else zero-shot
+    zero_shot_embeddings: bool = False  # embed questions against relation names too
+    calibrate: bool = True  # with a training split and rules: learn each relation's cut on it
+
+    def check(self) -> None:
+        for name in ("min_score", "min_similarity"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise KGEngineError(f"--option {name} must be between 0 and 1, got {getattr(self, name)}")
+
+
+def _build(context: MethodContext, options: OfflineOptions, rule_guided: bool) -> OfflineAnswerer:
+    store, graph, settings, log = context.store, context.graph, context.settings, context.log
+    linker = context.linker()
+    rules: RuleSet | None = context.rules() if options.use_rules or rule_guided else None
+    relations = [row["r"] for row in store.run("relation_counts", graph)]
+    encoder = normalised_encoder(settings.embedding_model) if options.zero_shot_embeddings else None
+    zero_shot = ZeroShotLinker(store, graph, relations, store.relation_labels(graph), encoder,
+                               max_hops=settings.hops)
+    model = _learn(context, rules) if settings.train_paths else None
+    answerer = OfflineAnswerer(store, graph, linker, RelationLinker(zero_shot, model, options.min_similarity),
+                               rules, context.method, options.min_score, context.surface().entity,
+                               store.labels(graph), rule_guided=rule_guided)
+    if settings.train_paths and rules is not None and rules.rules and options.calibrate:
+        answerer.thresholds = calibrate(answerer, training_examples(settings.train_paths, linker.lookup))
+        if answerer.thresholds:
+            log("rule-candidate cuts learned on the training split: " + ", ".join(
+                f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())))
+    return answerer
+
+
+def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None], per_pattern: int = 25
+                      ) -> list[tuple[str, str | None, str, frozenset[str]]]:
+    """(text, topic as written, topic id, gold ids) of the training questions, at most
+    ``per_pattern`` per question pattern (file order), for calibrating the cuts."""
+    seen: dict[str, int] = {}
+    out = []
+    for path in paths:
+        for q in read_training(path):
+            written = q.question.topic_entity or ""
+            pattern = pattern_of(q.question.text, written)
+            if seen.get(pattern, 0) >= per_pattern:
+                continue
+            topic = resolve(written)
+            gold = frozenset(a for a in map(resolve, q.answers) if a is not None)
+            if topic is None or not gold:
+                continue
+            seen[pattern] = seen.get(pattern, 0) + 1
+            out.append((q.question.text, written, topic, gold))
+    return out
+
+
+def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
+    store, graph, settings = context.store, context.graph, context.settings
+    adjacency = Adjacency(store.triples(graph))
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        if context.progress is not None:
+            context.progress(done[0], 0)
+
+    model = learn_model(store, graph, list(settings.train_paths), adjacency, context.linker().lookup, rules,
+                        min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=settings.hops,
+                        cache_dir=settings.cache_dir, progress=advance)
+    context.log(f"relation paths: {len(model.patterns)} patterns learned from {model.questions} training "
+                f"questions ({model.skipped} skipped: topic or answers not in {graph!r}) in "
+                + ", ".join(model.sources))
+    return model
+
+
+OFFLINE = MethodSpec(
+    "the linked relation path plus rule-guided candidates (no LLM)",
+    lambda context, options: _build(context, options, rule_guided=False),
+    OfflineOptions, frozenset({Need.RULES, Need.TRAINING}), default_without_llm=True)
+RULE_GUIDED = MethodSpec(
+    "the mined rules' candidates only, the direct path where no rule applies (no LLM)",
+    lambda context, options: _build(context, options, rule_guided=True),
+    OfflineOptions, frozenset({Need.RULES, Need.TRAINING}))

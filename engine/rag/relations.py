@@ -30,13 +30,13 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgengine.errors import InputError, KGEngineError
 from kgengine.model import Entity, Relation
+from kgengine.questions import read_training
 from kgengine.rag.paths import (
     Adjacency,
     Example,
@@ -57,58 +57,7 @@ from kgengine.rag.paths import (
 from kgengine.rag.rules import RuleSet, default_cache_dir
 from kgengine.store import KGStore
 
-_BRACKET = re.compile(r"\[([^\[\]]+)\]")
 MODEL_VERSION = 1
-
-
-@dataclass(frozen=True)
-class TrainingQuestion:
-    text: str
-    topic: str  # as written in the file (a surface form: id, private id or label)
-    answers: tuple[str, ...]
-    hops: int | None
-    source: str
-    line: int
-
-
-def read_training(path: Path) -> Iterator[TrainingQuestion]:
-    """A BRINK-schema JSONL (``question``, ``topic_entity``, ``answers``) or a MetaQA
-    ``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; the hop count from its ``N-hop``
-    folder). Bad lines raise :class:`InputError` with the file and line."""
-    if not path.is_file():
-        raise KGEngineError(f"training file {path} does not exist")
-    if path.suffix.lower() in (".jsonl", ".json"):
-        yield from _read_jsonl(path)
-        return
-    from kgengine.loaders.metaqa import hops_of, parse_question
-
-    try:
-        hops: int | None = hops_of(path)
-    except KGEngineError:
-        hops = None
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            line = line.rstrip("\n\r")
-            if not line.strip():
-                continue
-            q = parse_question(line, hops=hops or 0, source=str(path), number=number)
-            yield TrainingQuestion(q.text, q.topic, q.answers, hops, str(path), number)
-
-
-def _read_jsonl(path: Path) -> Iterator[TrainingQuestion]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                text, topic = str(record["question"]), str(record["topic_entity"])
-                answers = tuple(str(a) for a in record["answers"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(str(path), number, line.strip(),
-                                 f"expected a JSON object with question, topic_entity, answers ({exc})"
-                                 ) from None
-            yield TrainingQuestion(text, topic, answers, None, str(path), number)
 
 
 @dataclass
@@ -204,12 +153,13 @@ def learn_model(
     for train_path in train_paths:
         for q in read_training(train_path):
             questions += 1
-            topic = resolve(q.topic)
+            written = q.question.topic_entity or ""
+            topic = resolve(written)
             answers = frozenset(a for a in (resolve(x) for x in q.answers) if a is not None)
             if topic is None or not answers:
                 skipped += 1
                 continue
-            examples.append(Example(pattern_of(q.text, q.topic), topic, answers, q.hops))
+            examples.append(Example(pattern_of(q.question.text, written), topic, answers, q.hops))
     rule_reach = None
     if rules is not None and rules.rules:
         by_step: dict[Step, list] = {}
@@ -339,8 +289,3 @@ def split_train_paths(values: Sequence[str | Path]) -> list[Path]:
     for value in values:
         out += [Path(v) for v in str(value).split(",") if v.strip()]
     return out
-
-
-def bracket_topic(text: str) -> str | None:
-    match = _BRACKET.search(text)
-    return match.group(1) if match else None

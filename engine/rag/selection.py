@@ -20,6 +20,7 @@ import numpy as np
 from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 from kgengine.progress import NO_PROGRESS, Reporter
+from kgengine.rag.base import Question
 from kgengine.rag.embeddings import TextEncoder, TripleEmbeddings, load_encoder, triple_embeddings
 from kgengine.rag.verbalise import Surface, SurfaceForms, parse_surface, verbalise
 
@@ -91,8 +92,8 @@ class EmbeddingSelector:
         """The triple as the selector writes it (the same text can go in a prompt)."""
         return verbalise(triple, self.surface)
 
-    def select(self, question: str, triples: Sequence[Triple], k: int) -> list[Triple]:
-        return [t for t, _ in self.scored(question, triples, k)]
+    def select(self, question: Question, triples: Sequence[Triple], k: int) -> list[Triple]:
+        return [t for t, _ in self.scored(question.text, triples, k)]
 
     def scored(self, question: str, triples: Sequence[Triple], k: int) -> list[tuple[Triple, float]]:
         """The top ``k`` candidates with their dot-product scores, best first (duplicates

@@ -9,31 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from kgengine.errors import KGEngineError
 from kgengine.model import Triple
-
-
-class Surface(StrEnum):
-    """How entities are written: ``private`` ids, ``dataset`` ids, or ``text`` labels."""
-
-    PRIVATE = "private"
-    DATASET = "dataset"
-    TEXT = "text"
-
-
-class SurfaceFormError(KGEngineError):
-    pass
-
-
-def parse_surface(value: str | Surface) -> Surface:
-    try:
-        return Surface(value)
-    except ValueError:
-        choices = "|".join(s.value for s in Surface)
-        raise SurfaceFormError(f"unknown surface form {value!r} (labels: use {choices})") from None
+from kgengine.surface import Surface, SurfaceFormError, parse_surface
 
 
 def relation_text(relation: str) -> str:

@@ -1,0 +1,391 @@
+"""The method registry: every way of answering a question, by name (pykeen's class resolvers,
+rdflib's plugins).
+
+A method is one module that defines a :class:`MethodSpec` (its one-line summary, its own
+options as a dataclass, what it needs, a builder) and one registration line: an entry of
+:data:`BUILTIN_METHODS` (``name -> "module:attribute"``, imported only when used) or, for a
+package outside kgengine, an entry point in the ``kgengine.methods`` group::
+
+    [project.entry-points."kgengine.methods"]
+    my-method = "my_package.module:SPEC"
+
+``kgengine ask`` and ``kgengine eval`` take the list of methods, their help and their
+options from here; settings every method shares (hops, top-k, labels, rules, training
+files, the LLM endpoint) are :class:`AnswerSettings`, and a method's own settings its
+``options`` dataclass, set with ``--option KEY=VALUE`` (checked against that dataclass)."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from functools import cache
+from importlib import import_module
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from kgengine.errors import KGEngineError
+from kgengine.rag.base import Answerer
+from kgengine.rag.rules import DEFAULT_MAX_LEN
+from kgengine.store import KGStore
+from kgengine.surface import Surface, parse_surface
+
+ENTRY_POINT_GROUP = "kgengine.methods"
+
+# name -> "module:attribute" of its MethodSpec: the one place a built-in method is named
+BUILTIN_METHODS: dict[str, str] = {
+    "offline": "kgengine.rag.offline:OFFLINE",
+    "rule-guided": "kgengine.rag.offline:RULE_GUIDED",
+    "llm": "kgengine.rag.llm_methods:LLM_ONLY",
+    "llm-qd": "kgengine.rag.llm_methods:LLM_QD",
+    "llm-kg": "kgengine.rag.llm_methods:LLM_KG",
+    "full": "kgengine.rag.llm_methods:FULL",
+    "tog": "kgengine.rag.tog:TOG",
+}
+
+DEFAULT_HOPS = 3
+DEFAULT_TOP_K = 20
+
+Log = Callable[[str], None]
+Progress = Callable[[int, int], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class Need(StrEnum):
+    """What a method needs besides the graph (said in ``--help`` and checked before building)."""
+
+    LLM = "llm"  # an OpenAI-compatible endpoint
+    EMBEDDINGS = "embeddings"  # the `rag` extra (sentence-transformers)
+    RULES = "rules"  # mined rules (read from --rules, else mined on first use, cached)
+    TRAINING = "training"  # uses a training split when given (--train)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A method without settings of its own."""
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """The settings every method shares: graph access, answer form, rules, training, LLM."""
+
+    hops: int = DEFAULT_HOPS  # most hops of a relation path / retrieval depth
+    top_k: int = DEFAULT_TOP_K  # triples put in front of an LLM
+    labels: Surface = Surface.DATASET  # how entities are written in prompts and raw_output
+    train_paths: tuple[Path, ...] = ()
+    rules_path: Path | None = None  # None: mine the answered graph on first use (cached)
+    rules_max_len: int = DEFAULT_MAX_LEN
+    embedding_model: str | None = None  # sentence-transformers name or path
+    cache_dir: Path | None = None  # rules, learned patterns [default: the user cache dir]
+    threads: int = 1  # mining on first use
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    llm_cache: Path | None = None
+    llm_timeout: float | None = None  # None: kgengine.llm's setting (environment, config, 120 s)
+
+    def check(self) -> None:
+        parse_surface(self.labels)
+        if not 1 <= self.hops <= 3:
+            raise KGEngineError(f"--hops must be 1, 2 or 3, got {self.hops}")
+        if self.top_k < 1:
+            raise KGEngineError(f"--top-k must be at least 1, got {self.top_k}")
+        for path in (*self.train_paths, *([self.rules_path] if self.rules_path else [])):
+            if not Path(path).is_file():
+                raise KGEngineError(f"file {path} does not exist")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One answering method. ``build(context, options)`` returns its :class:`Answerer`;
+    ``options`` is the dataclass of its own settings (defaults are what ``ask`` uses)."""
+
+    summary: str
+    build: Callable[[MethodContext, Any], Answerer]
+    options: type = NoOptions
+    needs: frozenset[Need] = frozenset()
+    default_without_llm: bool = False  # the default method when no LLM is configured
+    default_with_llm: bool = False  # ... and when one is
+
+    def help(self, name: str) -> str:
+        needs = f" [needs: {', '.join(sorted(self.needs))}]" if self.needs else ""
+        keys = option_keys(self.options)
+        return f"{name}: {self.summary}{needs}" + (f" (options: {', '.join(keys)})" if keys else "")
+
+
+# ---- the registry -------------------------------------------------------------------------------
+_REGISTERED: dict[str, MethodSpec] = {}  # added at run time (register_method), e.g. by tests
+
+
+def register_method(name: str, spec: MethodSpec) -> None:
+    """Add a method for this process (a package adds one for good with an entry point)."""
+    if name in BUILTIN_METHODS:
+        raise KGEngineError(f"method {name!r} is built in")
+    _REGISTERED[name] = spec
+
+
+def unregister_method(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+@cache
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN_METHODS}
+
+
+def method_names() -> list[str]:
+    """Every method: built-in first (in registration order), then plugins, then run-time ones."""
+    return list(dict.fromkeys([*BUILTIN_METHODS, *sorted(_entry_points()), *_REGISTERED]))
+
+
+def method_spec(name: str) -> MethodSpec:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in BUILTIN_METHODS:
+        module, _, attr = BUILTIN_METHODS[name].partition(":")
+        spec = getattr(import_module(module), attr)
+    elif name in _entry_points():
+        try:
+            spec = _entry_points()[name].load()
+        except Exception as exc:  # a broken plugin: say which, never a traceback
+            raise KGEngineError(f"method {name!r} (entry point {ENTRY_POINT_GROUP}) failed to load: "
+                                f"{type(exc).__name__}: {exc}") from None
+    else:
+        raise KGEngineError(f"unknown method {name!r} (choose from {', '.join(method_names())})")
+    if not isinstance(spec, MethodSpec):
+        raise KGEngineError(f"method {name!r}: {spec!r} is not a kgengine MethodSpec")
+    return spec
+
+
+def check_methods(names: Sequence[str], option: str = "--method") -> None:
+    unknown = [m for m in names if m not in method_names()]
+    if unknown:
+        raise KGEngineError(f"{option} {', '.join(unknown)}: unknown method (choose from "
+                            f"{', '.join(method_names())})")
+
+
+def default_method() -> str:
+    """The method marked default when an LLM is configured (kgengine.llm's settings name a
+    model), else the one marked default without: every command works without an LLM."""
+    from kgengine.llm.client import llm_configured
+
+    with_llm = llm_configured()
+    for name in method_names():
+        spec = method_spec(name)
+        if (spec.default_with_llm if with_llm else spec.default_without_llm):
+            return name
+    raise KGEngineError("no default method is registered")
+
+
+def methods_help() -> str:
+    return "; ".join(method_spec(name).help(name) for name in method_names())
+
+
+# ---- options ------------------------------------------------------------------------------------
+def option_keys(options: type) -> list[str]:
+    return [f.name for f in fields(options)]
+
+
+def _coerce(kind: Any, text: Any, where: str) -> Any:
+    """``text`` (a string from the command line, or an already typed value from Python) as
+    ``kind``, a field type of an options dataclass: bool, int, float, str, Path, an Enum,
+    ``X | None``, ``tuple[X, ...]``."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if text is None or (isinstance(text, str) and text.lower() in ("none", "null", "")):
+            return None
+        return _coerce(args[0], text, where)
+    if origin is tuple:
+        (item, *_) = typing.get_args(kind)
+        values = text if isinstance(text, (list, tuple)) else [v for v in str(text).split(",") if v]
+        return tuple(_coerce(item, v, where) for v in values)
+    if not isinstance(text, str):
+        if kind is float and isinstance(text, int) and not isinstance(text, bool):
+            return float(text)
+        if isinstance(kind, type) and isinstance(text, kind):
+            return text
+        if kind is Path and isinstance(text, Path):
+            return text
+        text = str(text)
+    try:
+        if kind is bool:
+            lowered = text.strip().lower()
+            if lowered in ("true", "yes", "1", "on"):
+                return True
+            if lowered in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if kind in (int, float, str, Path) or (isinstance(kind, type) and issubclass(kind, StrEnum)):
+            return kind(text)
+    except ValueError:
+        name = getattr(kind, "__name__", str(kind))
+        raise KGEngineError(f"{where}: {text!r} is not a {name}") from None
+    raise KGEngineError(f"{where}: unsupported option type {kind!r}")
+
+
+def make_options(options: type, values: Mapping[str, Any], where: str) -> Any:
+    """An instance of the dataclass ``options`` from ``values`` (strings or typed values);
+    an unknown key or a value of the wrong type is a one-line error naming ``where`` and
+    the valid keys."""
+    hints = typing.get_type_hints(options)
+    known = option_keys(options)
+    unknown = [k for k in values if k not in known]
+    if unknown:
+        raise KGEngineError(f"{where}: unknown option {', '.join(unknown)} "
+                            f"(valid: {', '.join(known) or 'none'})")
+    typed = {k: _coerce(hints[k], v, f"{where} {k}") for k, v in values.items()}
+    try:
+        instance = options(**typed)
+    except (TypeError, ValueError) as exc:
+        raise KGEngineError(f"{where}: {exc}") from None
+    check = getattr(instance, "check", None)
+    if callable(check):
+        check()
+    return instance
+
+
+def parse_key_values(values: Sequence[str], option: str = "--option") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip():
+            raise KGEngineError(f"{option} {value!r}: expected KEY=VALUE")
+        out[key.strip()] = text
+    return out
+
+
+SHARED_KEYS = tuple(option_keys(AnswerSettings))
+
+
+def split_options(method: str, values: Mapping[str, Any], *, strict: bool = True
+                  ) -> tuple[dict[str, Any], Any]:
+    """``values`` (KEY=VALUE settings) cut into the shared settings' part and ``method``'s own
+    options instance. ``strict``: a key that is neither is an error (``eval`` sweeping
+    several methods passes ``strict=False`` for keys another of its methods knows)."""
+    spec = method_spec(method)
+    own = set(option_keys(spec.options))
+    shared = {k: v for k, v in values.items() if k in SHARED_KEYS and k not in own}
+    mine = {k: v for k, v in values.items() if k in own}
+    rest = [k for k in values if k not in shared and k not in mine]
+    if rest and strict:
+        raise KGEngineError(f"--option {', '.join(rest)}: not an option of method {method!r} (its options: "
+                            f"{', '.join(sorted(own)) or 'none'}; shared: {', '.join(SHARED_KEYS)})")
+    return shared, make_options(spec.options, mine, f"--option (method {method})")
+
+
+def settings_with(settings: AnswerSettings, values: Mapping[str, Any]) -> AnswerSettings:
+    """``settings`` with some fields replaced by (possibly textual) values."""
+    typed = make_options(AnswerSettings, {**_fields_of(settings), **values}, "--option")
+    return typed
+
+
+def _fields_of(instance: Any) -> dict[str, Any]:
+    return {f.name: getattr(instance, f.name) for f in fields(instance)}
+
+
+# ---- building -----------------------------------------------------------------------------------
+@dataclass
+class MethodContext:
+    """What a method's builder gets: the graph and the shared settings, and the shared parts
+    built on demand (and once): entity linker, rules, surface forms, LLM, retriever,
+    selector. Resources that must be released (a local LLM server) go on ``resources``."""
+
+    store: KGStore
+    graph: str
+    method: str
+    settings: AnswerSettings = AnswerSettings()
+    log: Log = _quiet
+    progress: Progress | None = None
+    resources: ExitStack = field(default_factory=ExitStack)
+    _parts: dict[str, Any] = field(default_factory=dict)
+
+    def _once(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._parts:
+            self._parts[key] = make()
+        return self._parts[key]
+
+    def linker(self) -> Any:
+        from kgengine.rag.linking import GraphEntityLinker
+
+        return self._once("linker", lambda: GraphEntityLinker(self.store, self.graph))
+
+    def rules(self) -> Any:
+        from kgengine.rag.rules import load_rules
+
+        def make() -> Any:
+            s = self.settings
+            rules = load_rules(self.store, self.graph, s.rules_path, max_len=s.rules_max_len,
+                               cache_dir=s.cache_dir, threads=s.threads, log=self.log)
+            self.log(f"rules: {rules.origin}")
+            return rules
+
+        return self._once("rules", make)
+
+    def surface(self) -> Any:
+        from kgengine.rag.verbalise import SurfaceForms
+
+        return self._once("surface", lambda: SurfaceForms.from_store(self.store, self.graph,
+                                                                     self.settings.labels))
+
+    def llm(self) -> Any:
+        from kgengine.llm.client import OpenAICompatibleLLM
+
+        def make() -> Any:
+            s = self.settings
+            overrides: dict[str, Any] = {"model": s.llm_model, "base_url": s.llm_base_url,
+                                         "api_key": s.llm_api_key, "timeout": s.llm_timeout,
+                                         "cache_dir": s.llm_cache}
+            return OpenAICompatibleLLM(**{k: v for k, v in overrides.items() if v is not None})
+
+        return self._once("llm", make)
+
+    def retriever(self, direction: str = "both", hub_cap: int | None = None) -> Any:
+        from kgengine.model import Direction
+        from kgengine.rag.retrieval import KHopRetriever
+
+        def make() -> Any:
+            retrieval: dict[str, Any] = {"hops": self.settings.hops, "direction": Direction(direction)}
+            if hub_cap is not None:
+                retrieval["hub_cap"] = hub_cap
+            return KHopRetriever(self.store, self.graph, **retrieval)
+
+        return self._once(f"retriever/{direction}/{hub_cap}", make)
+
+    def selector(self) -> Any:
+        from kgengine.rag.selection import EmbeddingSelector
+
+        return self._once("selector", lambda: EmbeddingSelector(
+            self.store, self.graph, model=self.settings.embedding_model, surface=self.settings.labels))
+
+
+def build_answerer(store: KGStore, graph: str, method: str, settings: AnswerSettings = AnswerSettings(),
+                   options: Any = None, *, log: Log = _quiet, progress: Progress | None = None,
+                   resources: ExitStack | None = None) -> Answerer:
+    """The answerer of ``method`` for ``graph`` of ``store``. ``options``: the method's own
+    options (an instance of its dataclass, a mapping of KEY=VALUE settings, or None for its
+    defaults). ``log`` receives one-line notes (rules mined or read from the cache, patterns
+    learned); ``progress(done, total)`` is called during long preparation."""
+    spec = method_spec(method)
+    settings.check()
+    if options is None or isinstance(options, Mapping):
+        options = make_options(spec.options, dict(options or {}), f"--option (method {method})")
+    elif not isinstance(options, spec.options):
+        raise KGEngineError(f"method {method!r} takes {spec.options.__name__} options, not "
+                            f"{type(options).__name__}")
+    store.require_graph(graph)
+    context = MethodContext(store, graph, method, settings, log, progress,
+                            resources if resources is not None else ExitStack())
+    return spec.build(context, options)
+
+
+def replace_options(options: Any, **changes: Any) -> Any:
+    return dataclasses.replace(options, **changes)

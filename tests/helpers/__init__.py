@@ -1,0 +1,1 @@
+"""Shared test helpers (imported by the test modules; not collected)."""

@@ -1,0 +1,225 @@
+"""The method contract, run for every registered method (pykeen-style: a new method is tested
+by registering it) on both backends: an :class:`Answer` of the right shape for a question of
+the toy movie KG, evidence triples that exist in the store, timings in ms, a question whose
+topic is not in the graph as an error record, options checked against the method's
+dataclass. The LLM methods talk to the fake OpenAI-compatible server with a generic script.
+Then Think-on-Graph's beam search step by step against a scripted server, and through
+``kgengine eval`` with its beam width swept."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fake_llm import FakeRequest
+from helpers.toy_kg import MOVIES
+from kgengine.cli import main
+from kgengine.errors import KGEngineError
+from kgengine.oxigraph_store import OxigraphStore
+from kgengine.questions import read_question_file
+from kgengine.rag.base import Answer, Question, answer_or_error
+from kgengine.rag.methods import (
+    AnswerSettings,
+    MethodSpec,
+    Need,
+    build_answerer,
+    method_names,
+    method_spec,
+    register_method,
+    split_options,
+    unregister_method,
+)
+
+
+def generic_reply(request: FakeRequest) -> str:
+    """A plausible reply to any of the shipped prompts (the first offered item, a verdict)."""
+    prompt = request.prompt
+    if prompt.startswith("Please retrieve"):
+        offered = re.findall(r"^\d+\. (.+)$", prompt.split("Relations:")[-1], re.MULTILINE)
+        return f"1. {offered[0]} (Score: 1.0)"
+    if prompt.startswith("Please score the entities"):
+        first = prompt.split("Entities:\n")[-1].splitlines()[0]
+        return f"{first} (Score: 1.0)"
+    if "sufficient for you to answer" in prompt:
+        return "{Yes}"
+    return "Answer: Christopher Nolan"
+
+
+@pytest.fixture(params=["oxigraph", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def movie_graph(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[Any, str]]:
+    if request.param == "oxigraph":
+        store = OxigraphStore(str(tmp_path_factory.mktemp("methods") / "store"))
+        store.load("movies", MOVIES, dataset="tsv")
+        yield store, "movies"
+        store.close()
+        return
+    server = request.getfixturevalue("neo4j_server")
+    store = request.getfixturevalue("neo4j_store")
+    graph = server.graph("methods-movies")
+    if store.graph_info(graph) is None:
+        store.load(graph, MOVIES, dataset="tsv")
+    yield store, graph
+
+
+def settings_for(server: Any, tmp_path: Path) -> AnswerSettings:
+    return AnswerSettings(hops=1, top_k=3, cache_dir=tmp_path / "cache", llm_base_url=server.base_url,
+                          llm_model="fake", llm_api_key="k", llm_cache=tmp_path / "llm-cache")
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_every_method_answers_with_the_shape_the_contract_says(
+        method: str, movie_graph: tuple[Any, str], llm_server: Any, tmp_path: Path) -> None:
+    store, graph = movie_graph
+    server = llm_server(generic_reply)
+    answerer = build_answerer(store, graph, method, settings_for(server, tmp_path))
+    answer = answer_or_error(answerer, Question("who directed [Inception]", "Inception"))
+    assert isinstance(answer, Answer) and answer.error is None, answer.error
+    assert answer.method == method and answer.topic_entity == "Inception"
+    assert answer.answers, f"{method} found nothing"
+    stored = set(store.triples(graph))
+    for scored in answer.answers:
+        assert isinstance(scored.score, float)
+        for evidence in scored.evidence:
+            assert evidence.path and set(evidence.path) <= stored
+    assert all(key.endswith("_ms") for key in answer.timings) and answer.timings["total_ms"] > 0
+    assert answer.timings["total_ms"] >= max(v for k, v in answer.timings.items() if k != "total_ms")
+    json.dumps(answer.to_json())  # an answer record is JSON
+    # a topic the graph does not have: one error record, no answers
+    failed = answer_or_error(answerer, Question("who directed [Atlantis]", "Atlantis"))
+    assert failed.error and "Atlantis" in failed.error and failed.answers == []
+    assert failed.to_json()["error"] == failed.error and failed.timings["total_ms"] >= 0
+    if Need.LLM in method_spec(method).needs:
+        assert server.requests, f"{method} never asked the LLM"
+    else:
+        assert not server.requests
+
+
+@pytest.mark.parametrize("method", method_names())
+def test_options_are_checked_against_the_methods_dataclass(method: str) -> None:
+    spec = method_spec(method)
+    with pytest.raises(KGEngineError, match=rf"not an option of method '{re.escape(method)}'.*its options"):
+        split_options(method, {"no_such_option": "1"})
+    shared, own = split_options(method, {"top_k": "7"})
+    assert shared == {"top_k": "7"} and isinstance(own, spec.options)
+    for name, kind in spec.options.__annotations__.items():
+        if kind in ("int", "int | None"):
+            with pytest.raises(KGEngineError, match=rf"{name}: 'many' is not a int"):
+                split_options(method, {name: "many"})
+
+
+def test_a_method_registered_at_run_time_is_listed_built_and_checked(movie_graph: tuple[Any, str]) -> None:
+    store, graph = movie_graph
+
+    class Echo:
+        method = "echo"
+
+        def answer(self, question: Question) -> Answer:
+            return Answer(question.text, question.topic_entity, self.method, raw_output=question.text)
+
+    register_method("echo", MethodSpec("repeats the question", lambda context, options: Echo()))
+    try:
+        assert "echo" in method_names()
+        answer = build_answerer(store, graph, "echo").answer(Question("hello", "Inception"))
+        assert answer.raw_output == "hello"
+        with pytest.raises(KGEngineError, match="unknown option x"):
+            build_answerer(store, graph, "echo", options={"x": "1"})
+    finally:
+        unregister_method("echo")
+    with pytest.raises(KGEngineError, match="unknown method 'echo'"):
+        method_spec("echo")
+
+
+# ---- Think-on-Graph, step by step ------------------------------------------------------------------
+def tog_script(request: FakeRequest) -> str:
+    """Relation pruning picks directed_by (either way), entity pruning keeps both films, the
+    reasoning check says no after depth 1 and yes after depth 2; the answer names the films."""
+    prompt = request.prompt
+    if prompt.startswith("Please retrieve"):
+        if "Topic Entity: Inception" in prompt:
+            return "1. directed_by (Score: 0.9): the director\n2. something else (Score: 0.1)"
+        return "1. directed_by (inverse) (Score: 1.0)"
+    if prompt.startswith("Please score the entities"):
+        return "Interstellar (Score: 0.6)\nDunkirk (Score: 0.4)"
+    if "sufficient for you to answer" in prompt:
+        return "{Yes}" if "Interstellar" in prompt else "{No}. More is needed."
+    return "Interstellar, Dunkirk"
+
+
+def test_tog_walks_two_hops_with_pruning_and_a_reasoning_check(movie_graph: tuple[Any, str],
+                                                               llm_server: Any, tmp_path: Path) -> None:
+    store, graph = movie_graph
+    server = llm_server(tog_script)
+    answerer = build_answerer(store, graph, "tog", settings_for(server, tmp_path), {"beam_width": "2"})
+    answer = answerer.answer(Question("which movies share the director of [Inception]", "Inception"))
+    kinds = [r.prompt.split("\n", 1)[0][:30] for r in server.requests]
+    assert len(kinds) == 6  # relations, reasoning (no), relations, entities, reasoning (yes), answer
+    first = server.requests[0].prompt
+    offered = re.findall(r"^\d+\. (.+)$", first.split("Relations:")[-1], re.MULTILINE)
+    # the relations around Inception, computed from the triples (all leave it)
+    assert set(offered) == {t.relation for t in MOVIES if t.head == "Inception"}
+    second_hop = server.requests[2].prompt
+    offered = re.findall(r"^\d+\. (.+)$", second_hop.split("Relations:")[-1], re.MULTILINE)
+    assert set(offered) == {f"{t.relation} (inverse)" for t in MOVIES if t.tail == "Christopher Nolan"}
+    entities = server.requests[3].prompt.split("Entities:\n")[1].split("\nAnswer:")[0].splitlines()
+    # Inception is where the path came from: never offered again
+    assert sorted(entities) == ["Dunkirk", "Interstellar"]
+    assert [a.id for a in answer.answers] == ["Interstellar", "Dunkirk"]
+    assert answer.relation_path == ["directed_by", "^directed_by"]
+    assert any("do not suffice yet" in line for line in answer.reasoning)
+    assert any(line.startswith("depth 2: the paths suffice") for line in answer.reasoning)
+    for scored in answer.answers:
+        assert {t.relation for e in scored.evidence for t in e.path} == {"directed_by"}
+    assert set(answer.timings) >= {"link_entity_ms", "graph_ms", "llm_ms", "total_ms"}
+
+
+def test_tog_falls_back_when_a_reply_names_nothing_offered(movie_graph: tuple[Any, str], llm_server: Any,
+                                                           tmp_path: Path) -> None:
+    store, graph = movie_graph
+    server = llm_server(lambda r: "{Yes}" if "sufficient" in r.prompt else
+                        ("no idea" if r.prompt.startswith("Please") else "Christopher Nolan"))
+    answerer = build_answerer(store, graph, "tog", settings_for(server, tmp_path),
+                              {"beam_width": "1", "depth": "1"})
+    answer = answerer.answer(Question("who directed [Inception]", "Inception"))
+    assert any("named no offered relation" in line for line in answer.reasoning)
+    # the fallback keeps the relation with the most facts: ties by name -> directed_by
+    assert answer.relation_path == ["directed_by"]
+    assert [a.id for a in answer.answers] == ["Christopher Nolan"]
+
+
+def test_tog_through_eval_sweeps_its_beam_width(tmp_path: Path, llm_server: Any) -> None:
+    server = llm_server(tog_script)
+    store_dir = tmp_path / "store"
+    store = OxigraphStore(str(store_dir))
+    store.load("movies", MOVIES, dataset="tsv")
+    store.close()
+    questions = tmp_path / "questions.jsonl"
+    records = [{"id": "q1", "question": "which movies share the director of [Inception]",
+                "topic_entity": "Inception", "answers": ["Interstellar", "Dunkirk"],
+                "hard_answer": "Dunkirk"}]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    read = read_question_file(questions)
+    assert [r.question for r in read] == [Question(records[0]["question"], "Inception")]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "eval", "--questions", str(questions), "--method", "tog", "--graph", "movies",
+        "--store", str(store_dir), "--sweep", "beam_width=1,2", "--option", "llm_model=fake",
+        "--option", f"llm_base_url={server.base_url}",
+        "--option", f"llm_cache={tmp_path / 'llm-cache'}", "--no-plots", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    keys = sorted(summary["settings"])
+    assert keys == ["questions/movies/tog/beam_width=1", "questions/movies/tog/beam_width=2"]
+    width1, width2 = (summary["settings"][k] for k in keys)
+    # width 1 keeps Interstellar only, so the reasoning check says yes with it: same answer text
+    assert width2["hits_hard"] == 1.0 and width2["f1"] == 1.0
+    assert width1["hits_any"] == 1.0
+    bad = CliRunner().invoke(main, [
+        "eval", "--questions", str(questions), "--method", "tog", "--graph", "movies",
+        "--store", str(store_dir), "--option", "beam=2", "--no-plots", "-o", str(tmp_path / "bad")])
+    assert bad.exit_code != 0 and "beam_width" in bad.output and "Traceback" not in bad.output
