@@ -8,20 +8,22 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.toy_kg import triples
 from kgengine.cli import main
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
 
-MOVIES = [
-    Triple("Heat", "directed_by", "Michael Mann"),
-    Triple("Collateral", "directed_by", "Michael Mann"),
-    Triple("Alien", "directed_by", "Ridley Scott"),
-    Triple("Heat", "starred_actors", "Al Pacino"),
-    Triple("Collateral", "starred_actors", "Tom Cruise"),
-    Triple("Alien", "starred_actors", "Sigourney Weaver"),
-    Triple("Heat", "release_year", "1995"),
-    Triple("Collateral", "release_year", "2004"),
-    Triple("Alien", "release_year", "1979"),
+MOVIES = [*triples("""
+Heat | directed_by | Michael Mann
+Collateral | directed_by | Michael Mann
+Alien | directed_by | Ridley Scott
+Heat | starred_actors | Al Pacino
+Collateral | starred_actors | Tom Cruise
+Alien | starred_actors | Sigourney Weaver
+Heat | release_year | 1995
+Collateral | release_year | 2004
+Alien | release_year | 1979
+"""),
 ]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import kgengine.brink
 import pytest
+from helpers.toy_kg import triples
 from kgengine.loaders import read_dataset
 from kgengine.mining.io import read_rules
 from kgengine.model import Triple
@@ -114,15 +115,16 @@ def test_rules_mined_on_first_use_recover_a_triple_of_an_unseen_kg(oxigraph_stor
 
 
 # ---- zero-shot relation linking on relation names never seen ---------------------------------
-COUNTRIES = [
-    Triple("Freedonia", "capital_city", "Fredville"),
-    Triple("Sylvania", "capital_city", "Sylvan"),
-    Triple("Freedonia", "borders", "Sylvania"),
-    Triple("Freedonia", "borders", "Grand Fenwick"),
-    Triple("Sylvania", "official_currency", "Sylvanian crown"),
-    Triple("Grand Fenwick", "official_currency", "Fenwick pound"),
-    Triple("Freedonia", "official_currency", "Freedonian dollar"),
-    Triple("Marx Brothers", "founded", "Freedonia"),
+COUNTRIES = [*triples("""
+Freedonia | capital_city | Fredville
+Sylvania | capital_city | Sylvan
+Freedonia | borders | Sylvania
+Freedonia | borders | Grand Fenwick
+Sylvania | official_currency | Sylvanian crown
+Grand Fenwick | official_currency | Fenwick pound
+Freedonia | official_currency | Freedonian dollar
+Marx Brothers | founded | Freedonia
+"""),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers.toy_kg import triples
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
 from kgengine.rag.paths import (
@@ -26,17 +27,18 @@ from kgengine.rag.paths import (
 )
 
 # a tiny movie KB: two films by one director, actors, a language
-MOVIES = [
-    Triple("Heat", "directed_by", "Mann"),
-    Triple("Collateral", "directed_by", "Mann"),
-    Triple("Alien", "directed_by", "Scott"),
-    Triple("Heat", "starred_actors", "Pacino"),
-    Triple("Heat", "starred_actors", "De Niro"),
-    Triple("Collateral", "starred_actors", "Cruise"),
-    Triple("Alien", "starred_actors", "Weaver"),
-    Triple("Heat", "in_language", "English"),
-    Triple("Collateral", "in_language", "English"),
-    Triple("Alien", "in_language", "English"),
+MOVIES = [*triples("""
+Heat | directed_by | Mann
+Collateral | directed_by | Mann
+Alien | directed_by | Scott
+Heat | starred_actors | Pacino
+Heat | starred_actors | De Niro
+Collateral | starred_actors | Cruise
+Alien | starred_actors | Weaver
+Heat | in_language | English
+Collateral | in_language | English
+Alien | in_language | English
+"""),
 ]
 
 

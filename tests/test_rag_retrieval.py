@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.toy_kg import triples
 from kgengine.model import Direction, Triple
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.rag.base import Question
@@ -17,17 +18,18 @@ from kgengine.rag.retrieval import KHopRetriever, RetrievalError
 T = Triple
 # Inception's neighbourhood (the KG-RAG paper's Figure 3, extended). 'Drama' is a hub
 # (7 incoming has_genre), 'listy' has 5 outgoing triples, 'fan' reaches it in one hop.
-MOVIES = [
-    T("Inception", "directed_by", "Nolan"),
-    T("Inception", "starred_actors", "Hardy"),
-    T("Inception", "release_year", "2010"),
-    T("Inception", "has_genre", "Drama"),
-    T("Warrior", "starred_actors", "Hardy"),
-    T("Warrior", "has_genre", "Drama"),
-    T("The Town", "release_year", "2010"),
-    T("The Town", "directed_by", "Affleck"),
-    T("Dunkirk", "directed_by", "Nolan"),
-    T("Dunkirk", "starred_actors", "Hardy"),
+MOVIES = [*triples("""
+Inception | directed_by | Nolan
+Inception | starred_actors | Hardy
+Inception | release_year | 2010
+Inception | has_genre | Drama
+Warrior | starred_actors | Hardy
+Warrior | has_genre | Drama
+The Town | release_year | 2010
+The Town | directed_by | Affleck
+Dunkirk | directed_by | Nolan
+Dunkirk | starred_actors | Hardy
+"""),
     *(T(f"m{i}", "has_genre", "Drama") for i in range(1, 6)),
     T("fan", "likes", "listy"),
     *(T("listy", "lists", f"item{i}") for i in range(1, 6)),

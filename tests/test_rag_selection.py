@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.toy_kg import triples
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.rag import embeddings, selection
@@ -27,21 +28,22 @@ from kgengine.rag.selection import EmbeddingSelector, SelectionError, top_k
 from kgengine.rag.verbalise import verbalise
 
 T = Triple
-FILMS = [
-    T("Inception", "directed_by", "Christopher Nolan"),
-    T("Inception", "starred_actors", "Leonardo DiCaprio"),
-    T("Inception", "release_year", "2010"),
-    T("Inception", "has_genre", "Science Fiction"),
-    T("Inception", "in_language", "English"),
-    T("Amelie", "directed_by", "Jean-Pierre Jeunet"),
-    T("Amelie", "in_language", "French"),
-    T("Amelie", "release_year", "2001"),
-    T("Amelie", "has_genre", "Romance"),
-    T("The Town", "directed_by", "Ben Affleck"),
-    T("The Town", "release_year", "2010"),
-    T("The Town", "written_by", "Peter Craig"),
-    T("Ben Affleck", "born_in", "Berkeley"),
-    T("Leonardo DiCaprio", "born_in", "Los Angeles"),
+FILMS = [*triples("""
+Inception | directed_by | Christopher Nolan
+Inception | starred_actors | Leonardo DiCaprio
+Inception | release_year | 2010
+Inception | has_genre | Science Fiction
+Inception | in_language | English
+Amelie | directed_by | Jean-Pierre Jeunet
+Amelie | in_language | French
+Amelie | release_year | 2001
+Amelie | has_genre | Romance
+The Town | directed_by | Ben Affleck
+The Town | release_year | 2010
+The Town | written_by | Peter Craig
+Ben Affleck | born_in | Berkeley
+Leonardo DiCaprio | born_in | Los Angeles
+"""),
 ]
 
 
