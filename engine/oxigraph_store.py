@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 from urllib.parse import quote
 
-import psutil
 import pyoxigraph as ox
 from kgengine import sparqltext, terms
 from kgengine.errors import KGEngineError, QueryError, StoreError, StoreLockedError
@@ -35,7 +34,7 @@ from kgengine.model import (
     Relation,
     Triple,
 )
-from kgengine.processes import run_job
+from kgengine.processes import run_job, spawn, stop
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import fill_template, query_text
 from kgengine.store import (
@@ -339,6 +338,8 @@ def remove_stale(root: Path) -> None:
     """Remove the snapshots (named ``<pid>-<n>``) of processes that are no longer running."""
     if not root.is_dir():
         return
+    import psutil  # here, not at the top: 70 ms of every command's start
+
     for entry in root.iterdir():
         pid = entry.name.split("-", 1)[0]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
@@ -410,6 +411,8 @@ def _reader_snapshot(store: Path) -> tuple[Path, ox.Store] | None:
 def lock_holder(store: Path) -> str | None:
     """The process that holds the store's RocksDB lock (``LOCK``), as "pid N (command
     line)", from the kernel's table of file locks; None where that cannot be told."""
+    import psutil
+
     try:
         lock = (store / "LOCK").stat()
         with open("/proc/locks", encoding="ascii") as table:
@@ -871,7 +874,17 @@ class OxigraphStore(NamedQueryStore):
         stops the worker, and the warnings come before any result."""
         if rdf_syntax is not None and rdf_syntax not in RDF_SYNTAXES:
             raise QueryError(f"unknown RDF syntax {rdf_syntax!r} (one of {', '.join(RDF_SYNTAXES)})")
-        dataset, prefixes = self.user_dataset(graph, text)
+        # the worker runs without the writer's lock, on this object's snapshot when it has one;
+        # it starts first, so that it imports and opens the store while the job is made
+        argv = [sys.executable, "-m", "kgengine.serve.worker", "--store", self.read_path]
+        if not self.read_only:
+            argv.append("--writable")
+        worker = spawn(argv)
+        try:
+            dataset, prefixes = self.user_dataset(graph, text)
+        except BaseException:
+            stop(worker)
+            raise
         job: dict[str, Any] = {
             "kind": "query", "query": text, "prefixes": prefixes, "allow_service": True,
             "max_rows": UNLIMITED, "max_bytes": UNLIMITED,
@@ -879,17 +892,13 @@ class OxigraphStore(NamedQueryStore):
                        else "application/sparql-results+json, application/n-triples"),
             **dataset,
         }
-        # the worker runs without the writer's lock, on this object's snapshot when it has one
-        argv = [sys.executable, "-m", "kgengine.serve.worker", "--store", self.read_path]
-        if not self.read_only:
-            argv.append("--writable")
 
         def check() -> None:
             for warning in self.check_query(text, graph):
                 if warn is not None:
                     warn(warning)
 
-        header, body = run_job(argv, job, timeout, meanwhile=check)
+        header, body = run_job(worker, job, timeout, meanwhile=check)
         return _worker_answer(text, prefixes, header, body, rdf_syntax)
 
     def triples(self, graph: str) -> Iterator[Triple]:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
+import httpx
 import pytest
 from kgengine.oxigraph_store import OxigraphStore
 from test_serve_support import free_port, serve
@@ -125,6 +126,12 @@ def test_every_reader_warns_on_or_refuses_a_loading_graph(interrupted: Path) -> 
     assert warning in entity.stderr
     stats = kgengine(store, "stats", "--graph", "cut")
     assert "warning: graph 'cut' is incomplete" in stats.stderr
+    with serve(store, log_dir=store.parent) as server:  # the per-graph endpoint says it in a header
+        ask = {"query": "ASK { ?s ?p ?o }"}
+        partial = httpx.get(server.base + "/graph/cut/sparql", params=ask, timeout=30)
+        whole = httpx.get(server.base + "/graph/family/sparql", params=ask, timeout=30)
+    assert partial.status_code == 200 and "graph 'cut' is incomplete" in partial.headers["Warning"]
+    assert whole.status_code == 200 and "Warning" not in whole.headers
     for refused in (kgengine(store, "neighbours", "n1", "--graph", "cut"),
                     kgengine(store, "groundings", "next(?a,?b) => next(?b,?a)", "--graph", "cut"),
                     kgengine(store, "export", "cut", "-o", str(store.parent / "cut.tsv"))):

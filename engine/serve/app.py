@@ -243,21 +243,27 @@ class SparqlService:
             job = self._update_job(request, text, params) if kind == "update" else self._query_job(
                 request, text, params)
             graph = request.path_params.get("graph")
+            warning = None
             if graph is not None:
-                await self._graph_dataset(job, graph, params)
+                warning = await self._graph_dataset(job, graph, params)
             try:
                 header, body = await self.pool.run(job, self.settings.timeout, request.is_disconnected)
             except PoolError as exc:
                 log.warning("%s %s: %s", kind, exc.reason or "refused", _excerpt(text))
                 raise HTTPError(exc.status, str(exc)) from None
-            return self._response(header, body)
+            response = self._response(header, body)
+            if warning is not None:  # RFC 7234's Warning, 199: a miscellaneous warning
+                response.headers["Warning"] = f'199 kgengine "{warning}"'
+            return response
         except HTTPError as exc:
             return PlainTextResponse(str(exc) + "\n", exc.status, headers=exc.headers)
 
-    async def _graph_dataset(self, job: dict[str, Any], graph: str, params: dict[str, list[str]]) -> None:
+    async def _graph_dataset(self, job: dict[str, Any], graph: str,
+                             params: dict[str, list[str]]) -> str | None:
         """The per-graph endpoint /graph/NAME/sparql: the default graph is NAME's facts (no
         duplicates from other graphs, no labels in counts), its companion graph is the named
-        graph ``labels:``; protocol dataset parameters still replace this (SPARQL Protocol)."""
+        graph ``labels:``; protocol dataset parameters still replace this (SPARQL Protocol).
+        Returns the warning for a graph marked 'loading' (its results are partial)."""
         try:
             header, body = await self.pool.run({"kind": "graph_iris", "graph": graph}, self.settings.timeout)
         except PoolError as exc:
@@ -271,6 +277,10 @@ class SparqlService:
             job["default_graphs"], job["named_graphs"] = [iri], [iri, companion]
         elif job["kind"] == "update" and not job["using_graphs"] and not job["using_named_graphs"]:
             job["using_graphs"], job["using_named_graphs"] = [iri], [iri, companion]
+        if header.get("complete", True):
+            return None
+        return (f"graph {graph!r} is incomplete (its load was interrupted or is still running): "
+                "results are those of a partial graph")
 
     def _query_job(self, request: Request, text: str, params: dict[str, list[str]]) -> dict[str, Any]:
         if "using-graph-uri" in params or "using-named-graph-uri" in params:
@@ -480,7 +490,7 @@ def create_app(settings: Settings) -> Starlette:
     if settings.cors:
         middleware.append(Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
                                      allow_headers=["Accept", "Content-Type"],
-                                     expose_headers=["X-SPARQL-Truncated"]))
+                                     expose_headers=["X-SPARQL-Truncated", "Warning"]))
     app = Starlette(routes=routes, middleware=middleware, lifespan=service.lifespan)
     app.state.service = service
     return app

@@ -111,14 +111,15 @@ def run_graphs(store: ox.Store) -> tuple[dict[str, Any], bytes]:
 
 def run_graph_iris(store: ox.Store, name: str) -> tuple[dict[str, Any], bytes]:
     """The named graphs (facts, labels) that hold kgengine graph ``name`` now (the store
-    says which slot is live), or 404."""
+    says which slot is live) and whether the graph is complete (not marked 'loading'), or 404."""
     kg = OxigraphStore.wrap(store, "this store")
     try:
-        kg.require_graph(name)
+        info = kg.require_graph(name)
     except GraphNotFoundError:
         raise Refused(404, str(graph_not_found(name, "this store", (g.name for g in kg.graphs())))) from None
     iris = kg.data_graph_iris(name)
-    return {"status": 200, "type": "application/json"}, json.dumps(list(iris)).encode()
+    header = {"status": 200, "type": "application/json", "complete": info.complete}
+    return header, json.dumps(list(iris)).encode()
 
 
 def handle(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
