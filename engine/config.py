@@ -64,3 +64,10 @@ def resolve_store(option: str | None) -> str:
     if option:
         return option
     return str(setting("store", "KGENGINE_STORE", default_store_dir()))
+
+
+def cache_dir(kind: str = "") -> Path:
+    """Where kgengine caches things of ``kind`` (``rules``, ``paths``, ``embeddings``, ``llm``,
+    ``mining``): ``$KGENGINE_CACHE/KIND``, else ``<user cache dir>/kgengine/KIND``."""
+    root = os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine")
+    return Path(root).expanduser() / kind if kind else Path(root).expanduser()

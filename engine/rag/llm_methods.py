@@ -360,22 +360,11 @@ def map_answers(final: str, index: SurfaceIndex, shown: Sequence[Triple], extra:
     return list(answers.values())
 
 
-def build_llm_answerer(
-    method: str,
-    *,
-    llm: LLM,
-    retriever: Retriever | None = None,
-    selector: Selector | None = None,
-    top_k: int = DEFAULT_TOP_K,
-    surface: SurfaceForms | None = None,
-    linker: EntityLinker | None = None,
-    resolve: Resolver | None = None,
-    prompts: LLMPrompts | None = None,
-    labels: str | Surface | None = None,
-    max_sub_questions: int = MAX_SUB_QUESTIONS,
-) -> LLMAnswerer:
-    """The answerer of one registered KG-RAG LLM method, from parts a Python user builds;
-    methods that use the KG need ``retriever`` and ``selector``, the others ignore them.
+def build_llm_answerer(method: str, *, llm: LLM, labels: str | Surface | None = None, **parts: Any
+                       ) -> LLMAnswerer:
+    """The answerer of one registered KG-RAG LLM method from parts a Python user builds
+    (``parts``: :class:`LLMAnswerer`'s keyword arguments); methods that use the KG need
+    ``retriever`` and ``selector``, the others ignore them.
 
     Entities are written (and replies matched) in ``surface``; without it, in the selector's
     surface forms (an :class:`EmbeddingSelector` made with ``surface=labels``), else as dataset
@@ -385,21 +374,19 @@ def build_llm_answerer(
     spec = method_spec(method)
     if not isinstance(spec, LLMMethodSpec):
         raise LLMMethodError(f"unknown LLM method {method!r} (not one of the KG-RAG LLM methods)")
-    own_surface = getattr(selector, "surface", None)
-    if surface is None and isinstance(own_surface, SurfaceForms):
-        surface = own_surface  # prompts and answer mapping write entities as selection does
+    own_surface = getattr(parts.get("selector"), "surface", None)
+    if parts.get("surface") is None and isinstance(own_surface, SurfaceForms):
+        parts["surface"] = own_surface  # prompts and answer mapping write entities as selection does
     if labels is not None:
         wanted = parse_surface(labels)
-        kind = surface.kind if surface is not None else Surface.DATASET
+        kind = parts["surface"].kind if parts.get("surface") is not None else Surface.DATASET
         if wanted != kind:
             raise LLMMethodError(f"labels={wanted.value} but the surface forms given are {kind.value}: pass "
                                  f"surface=SurfaceForms.from_store(store, graph, {wanted.value!r}) or a "
                                  f"selector made with surface={wanted.value!r}")
     if not spec.pipeline.uses_kg:
-        retriever = selector = None
-    return LLMAnswerer(method, spec.pipeline, llm=llm, retriever=retriever, selector=selector, top_k=top_k,
-                       surface=surface, linker=linker, resolve=resolve, prompts=prompts,
-                       max_sub_questions=max_sub_questions)
+        parts["retriever"] = parts["selector"] = None
+    return LLMAnswerer(method, spec.pipeline, llm=llm, **parts)
 
 
 # ---- the registered methods ---------------------------------------------------------------------

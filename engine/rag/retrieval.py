@@ -26,7 +26,7 @@ from typing import Any
 from kgengine.errors import KGEngineError
 from kgengine.model import Direction, Entity, Triple
 from kgengine.rag.base import Question
-from kgengine.store import MAX_HOPS
+from kgengine.store import MAX_HOPS, KGStore
 
 DEFAULT_HOPS = 1
 DEFAULT_HUB_CAP = 100  # MetaQA: 100 entities of 43k exceed it, all genres/years/languages/tags
@@ -51,7 +51,7 @@ class KHopRetriever:
     """``Retriever``: the triples within ``hops`` hops of the topic entity (see the module
     docstring for the hub cap policy and the order)."""
 
-    store: Any  # a kgengine.store.KGStore
+    store: KGStore
     graph: str
     hops: int = DEFAULT_HOPS
     direction: Direction | str = Direction.BOTH

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
+from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule, read_rules, write_tsv
@@ -36,7 +36,8 @@ DEFAULT_MAX_LEN = 3
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine"))
+    """The root of the answerers' caches (rules/, paths/): kgengine.config's rule."""
+    return cache_dir()
 
 
 @dataclass(frozen=True)

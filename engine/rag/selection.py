@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from kgengine.errors import KGEngineError
@@ -23,6 +22,7 @@ from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.rag.base import Question
 from kgengine.rag.embeddings import TextEncoder, TripleEmbeddings, load_encoder, triple_embeddings
 from kgengine.rag.verbalise import Surface, SurfaceForms, parse_surface, verbalise
+from kgengine.store import KGStore
 
 TOP_K_CHOICES = (10, 20, 30)  # the paper's K values
 DEFAULT_TOP_K = 10
@@ -58,7 +58,7 @@ class EmbeddingSelector:
 
     def __init__(
         self,
-        store: Any,
+        store: KGStore,
         graph: str,
         *,
         encoder: TextEncoder | None = None,

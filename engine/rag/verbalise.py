@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kgengine.model import Triple
+from kgengine.store import KGStore
 from kgengine.surface import Surface, SurfaceFormError, parse_surface
 
 
@@ -35,7 +35,7 @@ class SurfaceForms:
     relation_labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_store(cls, store: Any, graph: str, kind: str | Surface = Surface.DATASET) -> SurfaceForms:
+    def from_store(cls, store: KGStore, graph: str, kind: str | Surface = Surface.DATASET) -> SurfaceForms:
         """Reads only the mapping the surface form needs (none for dataset ids)."""
         surface = parse_surface(kind)
         if surface == Surface.TEXT:
