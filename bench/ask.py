@@ -45,8 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kgengine.loaders import read_dataset
-from kgengine.loaders.metaqa import Question as MetaQAQuestion
-from kgengine.loaders.metaqa import load_questions
+from kgengine.loaders.metaqa import MetaQAQuestion, load_questions
 from kgengine.model import Direction, Triple
 from kgengine.neo4j_store import Neo4jStore
 from kgengine.oxigraph_store import OxigraphStore

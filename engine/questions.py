@@ -107,7 +107,7 @@ def metaqa_root() -> Path:
                         f"(looked in {', '.join(str(c) for c in candidates)})")
 
 
-def metaqa_question(q: metaqa.Question, split: str) -> QuestionRecord:
+def metaqa_question(q: metaqa.MetaQAQuestion, split: str) -> QuestionRecord:
     return QuestionRecord(
         id=f"metaqa-{q.hops}hop-{split}-{q.line}",
         question=Question(text=q.text, topic_entity=q.topic),  # as in the file: [topic] marked

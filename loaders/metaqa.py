@@ -51,7 +51,7 @@ def read_metaqa(path: Path | None, splits: Sequence[str] | None, **options: str)
 
 
 @dataclass(frozen=True)
-class Question:
+class MetaQAQuestion:
     """One MetaQA question. ``text`` is the original (with the ``[topic]`` brackets)."""
 
     text: str
@@ -69,7 +69,7 @@ class Question:
 
 
 def parse_question(line: str, *, hops: int, qtype: str | None = None, source: str = "",
-                   number: int = 0) -> Question:
+                   number: int = 0) -> MetaQAQuestion:
     """Parse ``question with [topic]<TAB>a1|a2`` (answers split on ``|`` only)."""
     fields = line.split("\t")
     if len(fields) != 2:
@@ -81,7 +81,7 @@ def parse_question(line: str, *, hops: int, qtype: str | None = None, source: st
     answers = tuple(answer_field.split("|"))
     if not all(answers):
         raise InputError(source, number, line, "empty answer")
-    return Question(text=text, topic=topics[0], answers=answers, hops=hops, qtype=qtype,
+    return MetaQAQuestion(text=text, topic=topics[0], answers=answers, hops=hops, qtype=qtype,
                     source=source, line=number)
 
 
@@ -94,7 +94,8 @@ def hops_of(path: Path) -> int:
     raise KGEngineError(f"{path}: cannot tell the hop count (expected it under an 'N-hop' folder)")
 
 
-def read_questions(path: Path, hops: int | None = None, qtype_path: Path | None = None) -> Iterator[Question]:
+def read_questions(path: Path, hops: int | None = None, qtype_path: Path | None = None
+                   ) -> Iterator[MetaQAQuestion]:
     """Stream the questions of one QA file; the qtype file (default: ``<stem>_qtype.txt``
     next to it, used when present) must have one line per question."""
     hop_count = hops if hops is not None else hops_of(path)
@@ -125,6 +126,6 @@ def question_file(root: Path, hops: int, split: str) -> Path:
                         f"({hops}-hop/qa_{split}.txt or {hops}-hop/vanilla/qa_{split}.txt)")
 
 
-def load_questions(root: Path, split: str, hops: Sequence[int] = HOPS) -> list[Question]:
+def load_questions(root: Path, split: str, hops: Sequence[int] = HOPS) -> list[MetaQAQuestion]:
     """Every question of ``split`` (dev/test/train) for the given hop counts, in file order."""
     return [q for n in hops for q in read_questions(question_file(root, n, split), n)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fake_llm import FakeRequest
-from kgengine.brink.llm import LLMQuestionWriter, clean_output, rejection
+from kgengine.brink.question_writer import LLMQuestionWriter, clean_output, rejection
 from kgengine.cli import main
 from kgengine.llm import LLMRequest
 

@@ -364,10 +364,11 @@ def test_labels_the_official_splitting_cannot_match() -> None:
 
 
 def test_reexpressing_a_question_moves_topic_text_and_gold(tmp_path: Path) -> None:
-    from kgengine.eval.surface import Entity, reexpress, surface_map
+    from kgengine.eval.surface import BuildEntity, reexpress, surface_map
     from kgengine.questions import QuestionRecord
 
-    mapping = surface_map([Entity("e1", "m1", "Ann"), Entity("e10", "m10", "Bob")], "private", "text")
+    entities = [BuildEntity("e1", "m1", "Ann"), BuildEntity("e10", "m10", "Bob")]
+    mapping = surface_map(entities, "private", "text")
     q = QuestionRecord("q", Question("Who is the son of e1?", "e1"), ("e10",), hard_answer="e10")
     moved = reexpress(q, mapping)
     assert moved.question == Question("Who is the son of Ann?", "Ann")

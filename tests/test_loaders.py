@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kgengine.errors import InputError, KGEngineError
 from kgengine.loaders import LOADERS, base, read_dataset
 from kgengine.loaders.base import DelimitedTriples, NamesFile
-from kgengine.loaders.metaqa import Question, load_questions, parse_question, read_questions
+from kgengine.loaders.metaqa import MetaQAQuestion, load_questions, parse_question, read_questions
 from kgengine.model import Triple
 from load_helpers import raw_triples, write_wikidata5m
 
@@ -194,8 +194,8 @@ def test_metaqa_questions(datasets_dir: Path, hops: int, split: str) -> None:
 
 def test_metaqa_question_examples(datasets_dir: Path) -> None:
     first = next(read_questions(datasets_dir / "metaqa" / "1-hop" / "qa_test.txt"))
-    assert first == Question("what does [Grégoire Colin] appear in", "Grégoire Colin", ("Before the Rain",),
-                             1, "actor_to_movie", first.source, 1)
+    assert first == MetaQAQuestion("what does [Grégoire Colin] appear in", "Grégoire Colin",
+                                   ("Before the Rain",), 1, "actor_to_movie", first.source, 1)
     two = load_questions(datasets_dir / "metaqa", "test", hops=[2])
     assert two[0].answers == ("Nancy Meyers", "Sam Mendes", "George Clooney", "Ken Kwapis", "Luke Greenfield")
     assert {q.hops for q in two} == {2}

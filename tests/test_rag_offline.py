@@ -20,7 +20,7 @@ from kgengine.rag.batch import answer_all, read_questions
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.offline import OfflineAnswerer
-from kgengine.rag.paths import Adjacency, PatternPath, Step, body_answers, parse_path, pattern_of
+from kgengine.rag.paths import GraphAdjacency, PatternPath, Step, body_answers, parse_path, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker
 from kgengine.rag.rules import RuleSet, noisy_or
 
@@ -38,7 +38,7 @@ def _answerer(store, graph: str, model: PathModel | None, rules: RuleSet | None,
 def test_rule_guided_retrieval_recovers_a_removed_family_triple(oxigraph_store) -> None:
     facts = list(read_dataset("family", splits=["facts"]).triples)
     rules = read_rules(FAMILY_RULES)
-    kg = Adjacency(facts)
+    kg = GraphAdjacency(facts)
     # the most confident composition rule, and its first grounding (by triple order) whose
     # head is a fact: that head is removed, its body stays
     rule = max((r for r in rules if len(r.rule.body) == 2 and str(r.rule_type) == "composition"),
@@ -65,7 +65,7 @@ def test_rule_guided_retrieval_recovers_a_removed_family_triple(oxigraph_store) 
     assert all(e.rule is not None for e in recovered.evidence)  # no direct evidence for it
     # its score is the noisy-or of the distinct rules that derive it, each checked in memory
     derived_by = [r for r in rules if r.head_relation == relation
-                  and removed.tail in body_answers(Adjacency([t for t in facts if t != removed]),
+                  and removed.tail in body_answers(GraphAdjacency([t for t in facts if t != removed]),
                                                    r.rule, removed.head, inverse=False)]
     assert recovered.score == pytest.approx(noisy_or([r.pca_confidence for r in derived_by]), abs=1e-6)
     for evidence in recovered.evidence:  # every evidence triple is a fact of the KG

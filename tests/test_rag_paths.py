@@ -10,8 +10,8 @@ from helpers.toy_kg import triples
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
 from kgengine.rag.paths import (
-    Adjacency,
     Example,
+    GraphAdjacency,
     PatternIndex,
     Step,
     body_answers,
@@ -43,8 +43,8 @@ Alien | in_language | English
 
 
 @pytest.fixture
-def movies() -> Adjacency:
-    return Adjacency(MOVIES)
+def movies() -> GraphAdjacency:
+    return GraphAdjacency(MOVIES)
 
 
 def test_paths_format_and_parse() -> None:
@@ -53,7 +53,7 @@ def test_paths_format_and_parse() -> None:
     assert parse_path(["directed_by", "^starred_actors"]) == path
 
 
-def test_reach_never_revisits_or_answers_the_topic(movies: Adjacency) -> None:
+def test_reach_never_revisits_or_answers_the_topic(movies: GraphAdjacency) -> None:
     # films that share a director with Heat: Collateral only, not Heat itself
     assert reach(movies, "Heat", parse_path(["directed_by", "^directed_by"])) == {"Collateral"}
     # co-stars of Pacino: De Niro (Pacino excluded)
@@ -67,7 +67,7 @@ def test_reach_never_revisits_or_answers_the_topic(movies: Adjacency) -> None:
         "Mann", "Scott"}
 
 
-def test_enumerate_paths_lists_every_path_of_the_lengths(movies: Adjacency) -> None:
+def test_enumerate_paths_lists_every_path_of_the_lengths(movies: GraphAdjacency) -> None:
     one = enumerate_paths(movies, "Alien", [1])
     assert {tuple(format_path(p)): ends for p, ends in one.items()} == {
         ("directed_by",): {"Scott"}, ("starred_actors",): {"Weaver"}, ("in_language",): {"English"}}
@@ -82,7 +82,7 @@ def test_enumerate_paths_lists_every_path_of_the_lengths(movies: Adjacency) -> N
         parse_path(["in_language", "^in_language", "directed_by"])] == {"Mann"}
 
 
-def test_learn_patterns_finds_the_path_reaching_the_gold(movies: Adjacency) -> None:
+def test_learn_patterns_finds_the_path_reaching_the_gold(movies: GraphAdjacency) -> None:
     examples = [
         Example("who starred in films directed by <e>", "Mann", frozenset({"Pacino", "De Niro", "Cruise"})),
         Example("who starred in films directed by <e>", "Scott", frozenset({"Weaver"})),
@@ -97,7 +97,7 @@ def test_learn_patterns_finds_the_path_reaching_the_gold(movies: Adjacency) -> N
     assert learned["who directed <e>"].examples == 2
 
 
-def test_learning_prefers_the_precise_path_and_the_hop_count(movies: Adjacency) -> None:
+def test_learning_prefers_the_precise_path_and_the_hop_count(movies: GraphAdjacency) -> None:
     # "films in the same language as Heat": ^in_language after in_language reaches exactly
     # the gold; the MetaQA hop count (2) rules out one-step paths
     examples = [Example("films like <e>", "Heat", frozenset({"Collateral", "Alien"}), hops=2)]
@@ -111,7 +111,7 @@ def test_learning_prefers_the_precise_path_and_the_hop_count(movies: Adjacency) 
 
 def test_rule_reach_lets_a_step_learn_its_relation_without_its_triple() -> None:
     # husband(a, b) is missing but wife(b, a) says it; d and e have their husband triples
-    kg = Adjacency([Triple("b", "wife", "a"), Triple("d", "husband", "c"), Triple("c", "wife", "d"),
+    kg = GraphAdjacency([Triple("b", "wife", "a"), Triple("d", "husband", "c"), Triple("c", "wife", "d"),
                     Triple("e", "husband", "f")])
     rule = parse_rule("wife(?b,?a) => husband(?a,?b)")
 
@@ -134,13 +134,13 @@ def test_rule_reach_lets_a_step_learn_its_relation_without_its_triple() -> None:
 
 
 def test_body_answers_binds_either_head_argument() -> None:
-    kg = Adjacency([Triple("x", "parent", "p"), Triple("p", "sibling", "u"), Triple("y", "parent", "p")])
+    kg = GraphAdjacency([Triple("x", "parent", "p"), Triple("p", "sibling", "u"), Triple("y", "parent", "p")])
     rule = parse_rule("parent(?a,?e) & sibling(?e,?b) => uncle(?a,?b)")
     assert body_answers(kg, rule, "x", inverse=False) == {"u"}
     assert body_answers(kg, rule, "u", inverse=True) == {"x", "y"}
     assert body_answers(kg, rule, "nobody", inverse=False) == set()
     # the topic is never its own answer
-    loop = Adjacency([Triple("a", "r", "b"), Triple("b", "r", "a")])
+    loop = GraphAdjacency([Triple("a", "r", "b"), Triple("b", "r", "a")])
     assert body_answers(loop, parse_rule("r(?a,?e) & r(?e,?b) => s(?a,?b)"), "a", False) == set()
 
 

@@ -18,7 +18,7 @@ from threading import Lock
 from typing import Any
 
 from kgengine.brink.answerability import Answerability, check_answerability, surface_triple
-from kgengine.brink.llm import LLMQuestionWriter
+from kgengine.brink.question_writer import LLMQuestionWriter
 from kgengine.brink.questions import (
     SPLITS,
     AnswerIndex,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 from kgengine.brink.build import OUTPUT_FILES, BuildOptions, build_brink, mine_rules, read_relation_labels
-from kgengine.brink.llm import LLMQuestionWriter, default_cache_dir
+from kgengine.brink.question_writer import LLMQuestionWriter, default_cache_dir
 from kgengine.brink.questions import QuestionUnit
 from kgengine.brink.removal import Selection
 from kgengine.brink.report import markdown

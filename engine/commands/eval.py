@@ -82,7 +82,7 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         return
     if out_dir is None:
         raise click.UsageError("-o/--output is required")
-    from kgengine.eval.command import EvalRequest, run_eval
+    from kgengine.eval.run import EvalRequest, run_eval
 
     request = EvalRequest(
         question_specs=question_specs, split=split,

@@ -1,4 +1,4 @@
-"""Entity surface forms of a BRINK build (``entities.tsv``: private id, dataset id, label):
+"""BuildEntity surface forms of a BRINK build (``entities.tsv``: private id, dataset id, label):
 re-expressing its questions, answers and KGs in another form (private ids, as BRINK §5.4's
 default; dataset ids; text labels), and the labels the official splitting cannot match —
 those containing a comma (split apart) and those equal after normalisation (counted as one)."""
@@ -20,7 +20,7 @@ from kgengine.surface import Surface, parse_surface
 
 
 @dataclass(frozen=True)
-class Entity:
+class BuildEntity:
     private: str
     dataset: str
     label: str  # "" when the entity has none
@@ -33,7 +33,7 @@ class Entity:
         return self.dataset
 
 
-def read_entities(path: Path) -> list[Entity]:
+def read_entities(path: Path) -> list[BuildEntity]:
     out = []
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
@@ -43,12 +43,12 @@ def read_entities(path: Path) -> list[Entity]:
             fields = line.split("\t")
             if len(fields) != 3:
                 raise InputError(str(path), number, line, "expected private_id<TAB>dataset_id<TAB>label")
-            out.append(Entity(*fields))
+            out.append(BuildEntity(*fields))
     return out
 
 
-def surface_map(entities: list[Entity], source: str, target: str) -> dict[str, str]:
-    """Entity surface in ``source`` form -> its ``target`` form."""
+def surface_map(entities: list[BuildEntity], source: str, target: str) -> dict[str, str]:
+    """BuildEntity surface in ``source`` form -> its ``target`` form."""
     return {e.form(source): e.form(target) for e in entities}
 
 

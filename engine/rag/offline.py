@@ -37,7 +37,7 @@ from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Ques
 from kgengine.rag.embeddings import normalised_encoder
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
-from kgengine.rag.paths import Adjacency, RelationPath, Step, format_path, pattern_of
+from kgengine.rag.paths import GraphAdjacency, RelationPath, Step, format_path, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.store import KGStore
@@ -316,7 +316,7 @@ def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None
 
 def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
     store, graph, settings = context.store, context.graph, context.settings
-    adjacency = Adjacency(store.triples(graph))
+    adjacency = GraphAdjacency(store.triples(graph))
     done = [0]
 
     def advance(n: int) -> None:

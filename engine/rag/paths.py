@@ -6,7 +6,7 @@ Following a path never revisits the topic at a middle hop and never answers the 
 (MetaQA's gold answers exclude it: "co-directors of X" are not X).
 
 Learning (``learn_patterns``): for each training question, every path of the allowed lengths
-from its topic is followed on an in-memory :class:`Adjacency` of the answered KG, and the paths
+from its topic is followed on an in-memory :class:`GraphAdjacency` of the answered KG, and the paths
 whose reached set meets the gold answers are scored by precision and recall; a question
 *pattern* (its text with the topic mention replaced by ``<E>``) gets the path with the best mean
 F1 over its questions. A one-step path may also count the answers that the answerer's rules
@@ -60,7 +60,7 @@ def parse_path(items: Iterable[str]) -> RelationPath:
     return tuple(parse_step(item) for item in items)
 
 
-class Adjacency:
+class GraphAdjacency:
     """The KG as ``entity -> step -> neighbours`` for both directions, built once in memory
     (MetaQA's 130k triples take about 1 s and 60 MB)."""
 
@@ -85,7 +85,7 @@ class Adjacency:
         return tail in self.neighbours(head, Step(relation, False))
 
 
-def reach(adjacency: Adjacency, topic: str, path: Sequence[Step]) -> set[str]:
+def reach(adjacency: GraphAdjacency, topic: str, path: Sequence[Step]) -> set[str]:
     """Entities at the end of ``path`` from ``topic`` (the topic excluded at every hop)."""
     frontier = {topic}
     for step in path:
@@ -96,7 +96,7 @@ def reach(adjacency: Adjacency, topic: str, path: Sequence[Step]) -> set[str]:
 
 
 def enumerate_paths(
-    adjacency: Adjacency, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
+    adjacency: GraphAdjacency, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
 ) -> dict[RelationPath, set[str]]:
     """Every path whose length is in ``lengths`` (1-3) with a non-empty end set from
     ``topic``. A frontier larger than ``frontier_cap`` is not expanded further (a path through
@@ -124,7 +124,7 @@ def enumerate_paths(
 
 
 # ---- rules, evaluated in memory (for learning; answering runs them as store queries) ------
-def body_answers(adjacency: Adjacency, rule: Rule, topic: str, inverse: bool) -> set[str]:
+def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: bool) -> set[str]:
     """The other head argument of ``rule`` for every grounding of its body with the topic
     bound to the head's subject (``inverse`` False) or object (True)."""
     bound_var, free_var = (rule.head.object, rule.head.subject) if inverse else (
@@ -243,7 +243,7 @@ def score_example(reached: set[str], gold: frozenset[str]) -> float:
 
 
 def learn_patterns(
-    adjacency: Adjacency,
+    adjacency: GraphAdjacency,
     examples: Sequence[Example],
     max_hops: int = 3,
     per_pattern: int = 25,

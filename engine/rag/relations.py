@@ -38,8 +38,8 @@ from typing import Any
 from kgengine.model import Entity, Relation
 from kgengine.questions import read_training
 from kgengine.rag.paths import (
-    Adjacency,
     Example,
+    GraphAdjacency,
     PathClassifier,
     PatternIndex,
     PatternPath,
@@ -132,7 +132,7 @@ def learn_model(
     store: KGStore,
     graph: str,
     train_paths: Sequence[Path],
-    adjacency: Adjacency,
+    adjacency: GraphAdjacency,
     resolve: Callable[[str], str | None],
     rules: RuleSet | None = None,
     min_rule_confidence: float = 0.5,
