@@ -147,3 +147,21 @@ def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_p
     code, _, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
                        "--method", "llm")
     assert code == 1 and "no LLM model configured" in err
+
+
+def test_ask_prints_the_llm_methods_total_time(store_dir: str, tmp_path: Path, llm_server,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every method's timings are in ms: the plain rendering's last line is the total, which
+    for an LLM method includes the server's reply time (it printed 0.0 ms while LLM methods
+    recorded seconds)."""
+    from fake_llm import Reply, replies
+
+    monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
+    server = llm_server(replies(Reply("Answer: Michael Mann", delay=0.2)))
+    code, out, err = run("ask", "who directed [Heat]", "--graph", "movies", "--store", store_dir,
+                         "--method", "llm", "--llm-base-url", server.base_url, "--llm-model", "fake-model",
+                         "--llm-cache", str(tmp_path / "llm"))
+    assert code == 0, err
+    assert "Michael Mann" in out
+    total = float(out.strip().splitlines()[-1].removesuffix(" ms"))
+    assert total >= 200.0
