@@ -331,13 +331,34 @@ QUESTION_READERS: dict[str, QuestionReader] = {
 }
 
 
+READER_ENTRY_POINTS = "kgengine.question_sets"  # a package's readers: name = "module:READER"
+
+
+def question_readers() -> dict[str, QuestionReader]:
+    """The built-in readers, then those installed packages register (entry points)."""
+    from importlib.metadata import entry_points
+
+    readers = dict(QUESTION_READERS)
+    for ep in entry_points(group=READER_ENTRY_POINTS):
+        if ep.name not in readers:
+            try:
+                reader = ep.load()
+            except Exception as exc:  # a broken plugin: say which, never a traceback
+                raise KGEngineError(f"question-set reader {ep.name!r} ({READER_ENTRY_POINTS}) failed to "
+                                    f"load: {type(exc).__name__}: {exc}") from None
+            if not isinstance(reader, QuestionReader):
+                raise KGEngineError(f"question-set reader {ep.name!r}: {reader!r} is not a QuestionReader")
+            readers[ep.name] = reader
+    return readers
+
+
 def readers_help() -> str:
-    return ", ".join(r.description for r in QUESTION_READERS.values())
+    return ", ".join(r.description for r in question_readers().values())
 
 
 def load_question_set(spec: str, split: str | None = None) -> QuestionSet:
     """The question set ``spec`` names, read by the first reader that recognises it."""
-    for reader in QUESTION_READERS.values():
+    for reader in question_readers().values():
         if reader.matches(spec):
             return reader.read(spec, split)
     path = Path(spec)
@@ -355,7 +376,7 @@ def read_question_file(path: Path, *, gold: bool = False, what: str = "questions
     unless ``allow_empty``."""
     if not path.is_file():
         raise KGEngineError(f"{what} file {path} does not exist")
-    readers = [r for r in QUESTION_READERS.values() if r.records is not None and r.matches(str(path))]
+    readers = [r for r in question_readers().values() if r.records is not None and r.matches(str(path))]
     if not readers:  # no known suffix: JSONL when the first line is an object, else MetaQA
         first = next((line for _, line in read_lines(path) if line.strip()), "")
         readers = [QUESTION_READERS["brink-jsonl" if first.lstrip().startswith("{") else "metaqa-file"]]
