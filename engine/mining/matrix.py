@@ -461,6 +461,20 @@ class KGIndex:
         found = gather_rows(self.pair_relation_matrix, pair_ids)
         return np.repeat(np.arange(len(pair_ids)), np.diff(found.indptr)), found.indices.astype(np.int64)
 
+    def linked(self, keys: np.ndarray) -> np.ndarray:
+        """Whether each pair ``keys`` (s*n+o) is linked by some relation."""
+        if len(self.pair_keys) == 0:
+            return np.zeros(len(keys), dtype=bool)
+        if self.pair_bits is not None:
+            return ((self.pair_bits[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1).astype(bool)
+        pos = np.minimum(np.searchsorted(self.pair_keys, keys), len(self.pair_keys) - 1)
+        return self.pair_keys[pos] == keys
+
+    def undirected_degrees(self, entities: np.ndarray) -> np.ndarray:
+        """Linked pairs each entity is in, either way (a pair linked both ways counts twice)."""
+        fwd, bwd = self.any_fwd.indptr, self.any_bwd.indptr
+        return (fwd[entities + 1] - fwd[entities] + bwd[entities + 1] - bwd[entities]).astype(np.int64)
+
     def has_pairs(self, relation: int, keys: np.ndarray) -> np.ndarray:
         ref = self.rel_keys[relation]
         if len(ref) == 0:
@@ -548,6 +562,7 @@ class MatrixEngine:
 
     def __init__(self, index: KGIndex) -> None:
         self.index = index
+        self._tables: dict[tuple[str, str], np.ndarray | None] = {}
 
     # -- protocol ------------------------------------------------------------------------------
     def relation_stats(self) -> dict[str, RelationStats]:
@@ -559,6 +574,20 @@ class MatrixEngine:
         """For the rule ``atoms`` (head first) and each shape (subject, object) of a new atom
         (FRESH for the new variable): relation -> support of the rule extended by that atom.
         Relations below ``min_support`` may be left out."""
+        totals: list[dict[str, int]] = [{} for _ in shapes]
+        rest = list(range(len(shapes)))
+        if len(atoms) == 2:  # closing atoms of every one-atom body: from the head's tables
+            rest = [i for i in rest if not self._from_head_tables(atoms, shapes[i], min_support, totals, i)]
+            if not rest:
+                return totals
+        shapes = [shapes[i] for i in rest]
+        for i, found in zip(rest, self._refinement_counts(atoms, shapes, min_support), strict=True):
+            totals[i] = found
+        return totals
+
+    def _refinement_counts(
+        self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], min_support: int = 0
+    ) -> list[dict[str, int]]:
         head_rows = self._head_rows(atoms[0])
         body = list(atoms[1:])
         # A count that does not involve every head variable (body and new atom both leave one
@@ -590,6 +619,150 @@ class MatrixEngine:
                         total[rel] = total.get(rel, 0) + n
         return totals
 
+    # -- head tables: every closing atom of every one-atom body at once ---------------------
+    # Atom codes: 2 * relation + direction. For the head r(a, b), an atom between a and a fresh
+    # x has code 2p for p(a, x), 2p + 1 for p(x, a); one between x and b 2q for q(x, b), 2q + 1
+    # for q(b, x); one between a and b 2p for p(a, b), 2p + 1 for p(b, a). ``paths[cA, cB]`` is
+    # the support of cA(a, x) ∧ cB(x, b) ⇒ r(a, b), ``pairs[c1, c2]`` that of c1 ∧ c2 on (a, b).
+    # Dangling on b, the same rule is reached from the other end: one table serves both.
+    def _from_head_tables(self, atoms: Sequence[Atom], shape: tuple[str, str], min_support: int,
+                          totals: list[dict[str, int]], i: int) -> bool:
+        """Counts of ``shape`` for the two-atom rule ``atoms`` from the head's tables into
+        ``totals[i]``; False when the shape is not a closing atom they cover."""
+        head, atom = atoms
+        a, b = head.subject, head.object
+        if (FRESH in shape or not (is_variable(a) and is_variable(b)) or a == b
+                or not all(is_variable(t) for t in atom.terms) or atom.subject == atom.object
+                or not {atom.relation, head.relation} <= self.index.relation_ids.keys()):
+            return False
+        rel = self.index.relation(atom.relation)
+        new = set(shape)
+        if set(atom.terms) == {a, b}:  # closed: both atoms on the head's pair
+            if new != {a, b}:
+                return False
+            table = self._head_table(head.relation, "pairs", min_support)
+            if table is None:
+                return False
+            row = table[2 * rel + (atom.subject == b)]
+            column = 0 if shape == (a, b) else 1
+        else:
+            joined = [t for t in atom.terms if t in (a, b)]
+            if len(joined) != 1:
+                return False
+            x = atom.object if atom.subject == joined[0] else atom.subject
+            other = b if joined[0] == a else a
+            if new != {x, other}:
+                return False
+            table = self._head_table(head.relation, "paths", min_support)
+            if table is None:
+                return False
+            if joined[0] == a:  # cA fixed by the body atom, the shape picks cB
+                row = table[2 * rel + (atom.subject == x)]
+                column = 0 if shape == (x, b) else 1
+            else:  # cB fixed, the shape picks cA
+                row = table[:, 2 * rel + (atom.subject == b)]
+                column = 0 if shape == (a, x) else 1
+        counts = row[column::2]
+        found = np.nonzero(counts >= max(min_support, 1))[0]
+        totals[i] = {self.index.relations[q]: int(counts[q]) for q in found}
+        return True
+
+    def _head_table(self, relation: str, kind: str, min_support: int) -> np.ndarray | None:
+        """The head's ``paths`` or ``pairs`` table (kept for the head being mined: the search
+        asks for one head's rules at a time), or None when it would pass the memory budget.
+        Cells below ``min_support`` may be left at any lower value (the caller drops them)."""
+        key = (relation, kind, min_support)
+        if key not in self._tables:
+            if len(self._tables) >= 2:
+                self._tables.clear()
+            x, y = self.index.facts_of(self.index.relation(relation))
+            self._tables[key] = (self._pair_table(x, y) if kind == "pairs"
+                                 else self._path_table(x, y, min_support))
+        return self._tables[key]
+
+    def _frequent_codes(self, ends: np.ndarray, min_support: int) -> np.ndarray:
+        """Per atom code between a head end and a fresh variable (2r: r(end, v), 2r + 1:
+        r(v, end)), whether at least ``min_support`` head facts have such an edge at ``ends``:
+        a path through a rarer atom has fewer facts still, so its cell is never asked for."""
+        idx = self.index
+        c = 2 * len(idx.relations)
+        counts = np.zeros(c, dtype=np.int64)
+        for direction, incidence in ((0, idx.subject_incidence), (1, idx.object_incidence)):
+            hits = gather_rows(incidence, ends).indices
+            counts[direction::2] = np.bincount(hits, minlength=len(idx.relations))
+        return counts >= max(min_support, 1)
+
+    def _codes(self, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(item, code) of every atom between left[i] and right[i]: 2r for r(left, right),
+        2r + 1 for r(right, left); by item."""
+        n = self.index.n
+        at, rels = self.index.pair_relations(left * n + right)
+        back, back_rels = self.index.pair_relations(right * n + left)
+        items = np.concatenate([at, back])
+        codes = np.concatenate([2 * rels, 2 * back_rels + 1])
+        order = np.argsort(items, kind="stable")
+        return items[order], codes[order]
+
+    def _pair_table(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        c = 2 * len(self.index.relations)
+        facts, codes = self._codes(x, y)
+        incidence = sp.csr_matrix((np.ones(len(facts), dtype=np.int64), (facts, codes)), shape=(len(x), c))
+        return (incidence.T @ incidence).toarray()
+
+    def _path_table(self, x: np.ndarray, y: np.ndarray, min_support: int) -> np.ndarray | None:
+        """Supports of every two-atom path a - v - b over the head facts (a, b): per fact, the
+        values v linked to both ends (the end with fewer links walked, the other tested on the
+        pair bitmap), then the distinct (fact, a-v code, v-b code) cells, fact blocks bounded
+        by the message budget."""
+        idx = self.index
+        n, c = idx.n, 2 * len(idx.relations)
+        table = np.zeros(c * c, dtype=np.int64)
+        frequent_a, frequent_b = self._frequent_codes(x, min_support), self._frequent_codes(y, min_support)
+        frequent_b = frequent_b.reshape(-1, 2)[:, ::-1].ravel()  # at b: 2q is q(v, b), 2q + 1 q(b, v)
+        if not (frequent_a.any() and frequent_b.any()):
+            return table.reshape(c, c)
+        dx, dy = idx.undirected_degrees(x), idx.undirected_degrees(y)
+        walk_x = dx <= dy
+        work = np.minimum(dx, dy)
+        if int(work.max(initial=0)) > _MESSAGE_BUDGET:
+            return None  # one fact's walk alone passes the budget: the general path blocks it
+        ends = np.cumsum(work)
+        start = 0
+        while start < len(x):
+            stop = max(int(np.searchsorted(ends, ends[start] - work[start] + _MESSAGE_BUDGET, "right")),
+                       start + 1)
+            block = np.arange(start, min(stop, len(x)))
+            start = int(block[-1]) + 1
+            walked = np.where(walk_x[block], x[block], y[block])
+            fact, v = [], []
+            for anyrel in (idx.any_fwd, idx.any_bwd):
+                gathered = gather_rows(anyrel, walked)
+                fact.append(np.repeat(block, np.diff(gathered.indptr)))
+                v.append(gathered.indices.astype(np.int64))
+            # a value linked both ways is met twice: keep its forward meeting only
+            start_of = np.where(walk_x[fact[1]], x[fact[1]], y[fact[1]])
+            once = ~idx.linked(start_of * n + v[1])
+            fact_ids, v_ids = np.concatenate([fact[0], fact[1][once]]), np.concatenate([v[0], v[1][once]])
+            other = np.where(walk_x[fact_ids], y[fact_ids], x[fact_ids])
+            keep = idx.linked(v_ids * n + other) | idx.linked(other * n + v_ids)
+            fact_ids, v_ids = fact_ids[keep], v_ids[keep]
+            a_item, a_code = self._codes(x[fact_ids], v_ids)
+            b_item, b_code = self._codes(v_ids, y[fact_ids])
+            frequent = frequent_a[a_code]
+            a_item, a_code = a_item[frequent], a_code[frequent]
+            frequent = frequent_b[b_code]
+            b_item, b_code = b_item[frequent], b_code[frequent]
+            # every a-v code with every v-b code of the same item
+            per_item = np.bincount(b_item, minlength=len(fact_ids))
+            b_start = np.cumsum(per_item) - per_item
+            reps = per_item[a_item]
+            first = np.repeat(np.arange(len(a_item)), reps)
+            within = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+            item = a_item[first]
+            cells = np.unique((fact_ids[item] * c + a_code[first]) * c + b_code[b_start[item] + within])
+            table += np.bincount(cells % (c * c), minlength=c * c)
+        return table.reshape(c, c)
+
     @staticmethod
     def _in_blocks(rows: Rows, evaluate: Callable[[Rows, bool], T]) -> Iterator[T]:
         """``evaluate`` on blocks of at most _CHUNK_ROWS rows (one per group), in order; the
@@ -614,6 +787,103 @@ class MatrixEngine:
 
     def body_size(self, atoms: Sequence[Atom], cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=False, cap=cap)
+
+    # -- body sizes of many path rules at once -----------------------------------------------
+    def body_sizes(self, rules: Sequence[Sequence[Atom]], pca: bool = False, subject_side: bool = True,
+                   caps: Sequence[int | None] | None = None) -> list[int | None]:
+        """Exact body sizes (PCA body sizes with ``pca``, counted on the head's subject when
+        ``subject_side``) of rules ``r(a, b) <= near(a, x) ∧ far(x, b)`` (atoms either way
+        round), counted together: the rules that share the head and the atom at the counted
+        head variable share one walk from that variable's values, and each one's far atom is
+        one gather from there. None for the other rules (the caller counts them one by one).
+        A rule's count stops once it reaches its cap (``caps[i]``, AMIE's lazy counting): it is
+        then some value at or above the cap, as the one-by-one count's is (which value
+        depends on the blocks; any of them decides the same: the threshold is not reached)."""
+        out: list[int | None] = [None] * len(rules)
+        on_subject = subject_side or not pca  # body sizes count per head subject (_pair_count)
+        groups: dict[tuple[str, str, bool], list[tuple[int, Atom, str, int | None]]] = {}
+        for i, atoms in enumerate(rules):
+            path = self._path_shape(atoms)
+            if path is None:
+                continue
+            at_a, at_b, x = path
+            head = atoms[0]
+            fixed = head.subject if on_subject else head.object
+            near, far = (at_a, at_b) if on_subject else (at_b, at_a)
+            cap = caps[i] if caps is not None else None
+            groups.setdefault((head.relation, near.relation, near.subject == fixed), []).append(
+                (i, far, x, cap))
+        for (head_relation, near_relation, forward), members in groups.items():
+            counts = self._path_group(head_relation, near_relation, forward, on_subject, members, pca)
+            if counts is None:
+                continue
+            for (i, *_), count in zip(members, counts, strict=True):
+                out[i] = count
+        return out
+
+    def _path_shape(self, atoms: Sequence[Atom]) -> tuple[Atom, Atom, str] | None:
+        """(atom at the head's subject, atom at its object, path variable) of a two-atom path
+        body between the two head variables, or None."""
+        if len(atoms) != 3:
+            return None
+        head, *body = atoms
+        a, b = head.subject, head.object
+        known = self.index.relation_ids
+        if not (is_variable(a) and is_variable(b)) or a == b or head.relation not in known:
+            return None
+        for atom in body:
+            if (not all(is_variable(t) for t in atom.terms) or atom.subject == atom.object
+                    or atom.relation not in known):
+                return None
+        at_a = [atom for atom in body if a in atom.terms and b not in atom.terms]
+        at_b = [atom for atom in body if b in atom.terms and a not in atom.terms]
+        if len(at_a) != 1 or len(at_b) != 1:
+            return None
+        x = at_a[0].object if at_a[0].subject == a else at_a[0].subject
+        if x not in at_b[0].terms:
+            return None
+        return at_a[0], at_b[0], x
+
+    def _path_group(self, head_relation: str, near_relation: str, forward: bool, on_subject: bool,
+                    members: list[tuple[int, Atom, str, int | None]], pca: bool) -> list[int] | None:
+        """Per member, the distinct (fixed, other) pairs joined by near(fixed, x) ∧ far(x,
+        other) (``forward``: near's subject is the fixed variable): the fixed variable's
+        values are the near atom's (those with a head fact at that end with ``pca``), walked
+        in blocks whose messages stay within the budget; None when one value passes it."""
+        idx = self.index
+        near = idx.adjacency(idx.relation(near_relation), forward)
+        values = near.domain
+        if pca:
+            head_rel = idx.relation(head_relation)
+            head_adj = idx.fwd[head_rel] if on_subject else idx.bwd[head_rel]
+            values = values[head_adj.degrees(values) > 0]
+        fars = [idx.adjacency(idx.relation(far.relation), far.subject == x) for _, far, x, _ in members]
+        caps = [cap for *_, cap in members]
+        counts = [0] * len(members)
+        active = list(range(len(members)))
+        degrees = near.degrees(values)
+        if int(degrees.max(initial=0)) > _MESSAGE_BUDGET:
+            return None
+        ends = np.cumsum(degrees)
+        start = 0
+        while start < len(values) and active:
+            stop = max(int(np.searchsorted(ends, ends[start] - degrees[start] + _MESSAGE_BUDGET, "right")),
+                       start + 1)
+            stop = min(stop, start + _CHUNK_ROWS)  # blocks as _pair_count's: a capped count stops early
+            block = values[start:stop]
+            start = stop
+            gathered = gather_rows(near.matrix, near.positions(block))  # block x values of x
+            for j in list(active):
+                far = fars[j]
+                pos = far.positions(gathered.indices.astype(np.int64))
+                if int((far.matrix.indptr[pos + 1] - far.matrix.indptr[pos]).sum()) > _MESSAGE_BUDGET \
+                        and len(block) > 1:
+                    return None  # a hub on the path: the one-by-one count blocks it
+                # the product's non-zeros are the distinct (fixed, other) pairs of the block
+                counts[j] += far.times(gathered).nnz
+                if caps[j] is not None and counts[j] >= caps[j]:
+                    active.remove(j)
+        return counts
 
     def pca_body_size(self, atoms: Sequence[Atom], subject_side: bool, cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=True, cap=cap, subject_side=subject_side)

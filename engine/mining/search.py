@@ -249,12 +249,13 @@ class Miner:
         while generation:
             next_generation: dict[Rule, Node] = {}
             new_outputs = []
+            counted = self._count_together(generation, side)
             for node in generation:
                 if self._cancel.is_set():
                     raise KeyboardInterrupt
                 perfect = False
                 if node.length > 1 and is_closed(node.atoms):
-                    node.measures = self._measure(node, stats, side)
+                    node.measures = self._measure(node, stats, side, counted.get(id(node)))
                     result.evaluated += 1
                     perfect = opts.perfect_stop and node.measures.is_perfect
                     if self._should_output(node, outputs):
@@ -274,14 +275,43 @@ class Miner:
         ]
         return result
 
-    def _measure(self, node: Node, stats: RelationStats, side: Side) -> Measures:
-        opts = self.options
-        pca = self.engine.pca_body_size(
-            node.atoms, side == Side.SUBJECT, lazy_cap(node.support, opts.min_pca))
-        body = 0
+    def _pca_passes(self, support: int, pca: int) -> bool:
         # LazyMiningAssistant: the standard confidence is only counted when the PCA one passes
-        if opts.min_pca <= 0 or (pca and node.support / pca >= opts.min_pca):
-            body = self.engine.body_size(node.atoms, lazy_cap(node.support, opts.min_conf))
+        return self.options.min_pca <= 0 or bool(pca and support / pca >= self.options.min_pca)
+
+    def _count_together(self, generation: list[Node], side: Side) -> dict[int, tuple[int, int | None]]:
+        """(PCA body size, body size or None) of the closed rules of a generation that the
+        engine counts in batches (``body_sizes``, the matrix engine's path rules), by node id;
+        the body size only where the PCA confidence passes, as one by one; both lazy (capped)
+        as one by one (see ``body_sizes``)."""
+        batch = getattr(self.engine, "body_sizes", None)
+        closed = [n for n in generation if n.length > 1 and is_closed(n.atoms)]
+        if batch is None or len(closed) < 2:
+            return {}
+        opts = self.options
+        pcas = batch([n.atoms for n in closed], pca=True, subject_side=side == Side.SUBJECT,
+                     caps=[lazy_cap(n.support, opts.min_pca) for n in closed])
+        out: dict[int, tuple[int, int | None]] = {id(n): (p, None) for n, p in zip(closed, pcas, strict=True)
+                                                  if p is not None}
+        passing = [n for n in closed if id(n) in out and self._pca_passes(n.support, out[id(n)][0])]
+        bodies = batch([n.atoms for n in passing], caps=[lazy_cap(n.support, opts.min_conf) for n in passing])
+        for node, body in zip(passing, bodies, strict=True):
+            out[id(node)] = (out[id(node)][0], body)
+        return out
+
+    def _measure(self, node: Node, stats: RelationStats, side: Side,
+                 counted: tuple[int, int | None] | None = None) -> Measures:
+        opts = self.options
+        if counted is not None:
+            pca, body_counted = counted
+        else:
+            pca = self.engine.pca_body_size(
+                node.atoms, side == Side.SUBJECT, lazy_cap(node.support, opts.min_pca))
+            body_counted = None
+        body = 0
+        if self._pca_passes(node.support, pca):
+            body = body_counted if body_counted is not None else self.engine.body_size(
+                node.atoms, lazy_cap(node.support, opts.min_conf))
         return Measures(node.support, stats.facts, body, pca, side)
 
     def _should_output(self, node: Node, outputs: list[Node]) -> bool:
