@@ -266,7 +266,7 @@ def open_store(location: str, *, read_only: bool = False, create: bool = True) -
 
     ``read_only`` is what every command that only reads asks for: such a store never takes
     the writer's lock, so any number of readers run beside each other and beside one
-    writer (on Oxigraph, each reader reads a private snapshot, docs/data-model.md)."""
+    writer (on Oxigraph, each reader reads a private snapshot: docs/design.md, "The store")."""
     return backend_class(location)(location, read_only=read_only, create=create)  # type: ignore[call-arg]
 
 
