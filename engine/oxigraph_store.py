@@ -408,6 +408,13 @@ def _reader_snapshot(store: Path) -> tuple[Path, ox.Store] | None:
         raise StoreError(f"cannot open Oxigraph store at {store} for reading: {exc}") from exc
 
 
+def _remove_snapshot_dir(snapshot: Path | None) -> None:
+    if snapshot is not None:
+        shutil.rmtree(snapshot, ignore_errors=True)
+        with contextlib.suppress(OSError):  # leave no empty .<store>.read directory behind
+            snapshot.parent.rmdir()
+
+
 def lock_holder(store: Path) -> str | None:
     """The process that holds the store's RocksDB lock (``LOCK``), as "pid N (command
     line)", from the kernel's table of file locks; None where that cannot be told."""
@@ -513,11 +520,8 @@ class OxigraphStore(NamedQueryStore):
         return str(self._snapshot or self.location)
 
     def _remove_snapshot(self) -> None:
-        if self._snapshot is not None:
-            shutil.rmtree(self._snapshot, ignore_errors=True)
-            with contextlib.suppress(OSError):  # leave no empty .<store>.read directory behind
-                self._snapshot.parent.rmdir()
-            self._snapshot = None
+        _remove_snapshot_dir(self._snapshot)
+        self._snapshot = None
 
     # ---- metadata -------------------------------------------------------------------------
     # A graph's facts and labels live in one of two slots of named graphs (see slot_iris);
@@ -874,16 +878,23 @@ class OxigraphStore(NamedQueryStore):
         stops the worker, and the warnings come before any result."""
         if rdf_syntax is not None and rdf_syntax not in RDF_SYNTAXES:
             raise QueryError(f"unknown RDF syntax {rdf_syntax!r} (one of {', '.join(RDF_SYNTAXES)})")
-        # the worker runs without the writer's lock, on this object's snapshot when it has one;
-        # it starts first, so that it imports and opens the store while the job is made
-        argv = [sys.executable, "-m", "kgengine.serve.worker", "--store", self.read_path]
-        if not self.read_only:
-            argv.append("--writable")
-        worker = spawn(argv)
+        # the worker reads a snapshot: this object's, or (this object being the writer, whose
+        # lock the worker cannot take) one taken for this query; it starts first, so that it
+        # imports and opens the store while the job is made
+        own = None
+        if self._snapshot is None and not self.read_only:
+            self._store.flush()
+            taken = _reader_snapshot(Path(self.location))
+            if taken is not None:
+                own = taken[0]
+                del taken
+        worker = spawn([sys.executable, "-m", "kgengine.serve.worker", "--store",
+                        str(own) if own is not None else self.read_path])
         try:
             dataset, prefixes = self.user_dataset(graph, text)
         except BaseException:
             stop(worker)
+            _remove_snapshot_dir(own)
             raise
         job: dict[str, Any] = {
             "kind": "query", "query": text, "prefixes": prefixes, "allow_service": True,
@@ -898,7 +909,10 @@ class OxigraphStore(NamedQueryStore):
                 if warn is not None:
                     warn(warning)
 
-        header, body = run_job(worker, job, timeout, meanwhile=check)
+        try:
+            header, body = run_job(worker, job, timeout, meanwhile=check)
+        finally:
+            _remove_snapshot_dir(own)
         return _worker_answer(text, prefixes, header, body, rdf_syntax)
 
     def triples(self, graph: str) -> Iterator[Triple]:

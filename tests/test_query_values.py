@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kgengine import sparqltext
+from kgengine.errors import QueryError, QueryStopped
 from kgengine.oxigraph_store import MAX_IRI_CHECKS, OxigraphStore
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")
@@ -56,3 +57,23 @@ def test_squeezed_checks_see_the_same_tokens() -> None:
     assert sparqltext.undefined_prefixes(text, {}) == ["b"]
     assert sparqltext.update_operation("  PREFIX a: <http://a/>\n\n  INSERT DATA { a:x a:y a:z }") == "INSERT"
     assert sparqltext.update_operation('SELECT * { ?s ?p "INSERT" }') is None
+
+
+def test_user_query_on_the_writer_and_on_a_reader(store: Path) -> None:
+    """``KGStore.user_query`` from the library: on the store object that holds the writer's
+    lock (its worker reads a snapshot taken for the query) and on a reading one; a timeout
+    stops it (no timing asserted: only that it stops and says so)."""
+    ask = f"ASK {{ <{E}7> <{R}wife> ?w }}"
+    endless = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
+    for read_only in (False, True):
+        with OxigraphStore(str(store), read_only=read_only) as opened:
+            assert opened.user_query(ask, "family").boolean is True
+            warnings: list[str] = []
+            result = opened.user_query(f"SELECT ?w WHERE {{ <{E}7> <{R}wife> ?w . <{E}nobody> ?p ?o }}",
+                                       "family", warn=warnings.append)
+            assert result.rows == () and warnings == [f"<{E}nobody> does not occur in the store"]
+            with pytest.raises(QueryStopped, match="query stopped after 0.5 s"):
+                opened.user_query(endless, timeout=0.5)
+            with pytest.raises(QueryError, match="this is a SPARQL Update"):
+                opened.user_query("INSERT DATA { <http://a> <http://b> <http://c> }")
+    assert not (store.parent / f".{store.name}.read").exists()
