@@ -31,6 +31,9 @@ pytest_plugins = ["local_llm"]  # the session's server (imported as a plugin, no
 pytestmark = pytest.mark.llm_local
 
 
+STORY = "Write a very long story about a dragon who loves maths, in ten chapters."
+
+
 def kgengine(*args: str) -> list[str]:
     return [sys.executable, "-m", "kgengine.cli", *args]
 
@@ -68,16 +71,18 @@ def test_the_context_length_and_token_counts_come_from_the_server(local_llm: Run
     assert llm.token_counting == "server"
     texts = ["Who directed Inception?", "(7, aunt, 72)\n(72, husband, 1043)\n(1043, son, 7)",
              "(Inception, directed by, Christopher Nolan)", "Zürich, São Paulo, 東京, Москва",
-             "what films did the director of [Inception] also direct?\n" + "(Q42, P31, Q5)\n" * 20]
+             "what films did the director of [Inception] also direct?\n" + "(Q42, P31, Q5)\n" * 20,
+             "\n".join(f"({1000 + 7 * i}, {rel}, {i * 13 % 997})"  # BRINK Family-style id triples
+                       for i, rel in enumerate(["aunt", "husband", "son", "nephew", "mother"] * 40))]
     counts = [llm.count_tokens(t) for t in texts]
     assert all(c > 0 for c in counts)
     # the estimate for servers without a tokenizer never undercounts SmolLM2's tokenizer
     assert all(estimate_tokens(t) >= c for t, c in zip(texts, counts, strict=True)), (counts, ESTIMATE_RULE)
-    request = LLMRequest.of(texts[-1], max_tokens=1)
+    request = LLMRequest.of(texts[-2], max_tokens=1)
     reply = llm.completion(request)
     assert not reply.usage_estimated and reply.prompt_tokens is not None
     # the chat template adds tokens, within the client's allowance
-    assert counts[-1] < reply.prompt_tokens <= llm.count_request_tokens(request)
+    assert counts[-2] < reply.prompt_tokens <= llm.count_request_tokens(request)
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -95,9 +100,10 @@ def test_an_over_long_prompt_is_a_prompt_too_long_error(local_llm: RunningLLM, s
 def test_a_timed_out_stream_stops_the_generation(local_llm: RunningLLM) -> None:
     long = client(local_llm, timeout=1.0, retries=0)
     with pytest.raises(LLMError, match="timed out after 1 s"):
-        long.complete(LLMRequest.of("Count from 1 to 1000, one number per line.", max_tokens=1800))
-    # had the server kept generating (1800 tokens at ~40/s), this request would queue past its limit
-    quick = client(local_llm, timeout=30.0, retries=0)
+        long.complete(LLMRequest.of(STORY, max_tokens=1800))
+    # had the server kept generating (SmolLM2 writes this story to the full 1800 tokens: 45 s
+    # here), this request would wait behind it past its own limit
+    quick = client(local_llm, timeout=20.0, retries=0)
     assert quick.complete(LLMRequest.of("Say hello.", max_tokens=8)).strip()
 
 

@@ -131,7 +131,7 @@ def test_an_over_long_prompt_is_a_prompt_too_long_error_not_retried(llm_server: 
     # a plain request gets HTTP 400; a streamed one (llama-cpp-python) a stream that ends empty
     server = llm_server(lambda r: "never", n_ctx=50)
     llm = client(server, tmp_path, retries=3, stream=stream)
-    too_long = (r"about 240 tokens \(estimated, chat template included\) for a context of 50" if stream
+    too_long = (r"about 241 tokens \(estimated, chat template included\) for a context of 50" if stream
                 else r"maximum context length is 50 tokens")
     with pytest.raises(PromptTooLongError, match="does not fit test-model's context .*" + too_long) as caught:
         llm.complete(LLMRequest.of("word " * 100))
@@ -187,6 +187,15 @@ def test_every_attempt_timing_out_is_one_line(llm_server: StartServer, tmp_path:
 
 
 @pytest.mark.timeout(60)
+def test_a_server_that_stalls_mid_stream_times_out(llm_server: StartServer, tmp_path: Path) -> None:
+    # headers and the first event come at once, then nothing for longer than the limit: the
+    # read timeout fires inside the stream (an httpx2 error there, not an openai one)
+    server = llm_server(replies(Reply(LONG, token_delay=2.0), "in time"))
+    llm = client(server, tmp_path, timeout=0.3, retries=1)
+    assert llm.complete(LLMRequest.of("q")) == "in time" and llm.stats.timeouts == 1
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_concurrency_is_bounded(llm_server: StartServer, tmp_path: Path, concurrency: int) -> None:
     server = llm_server(lambda r: Reply(f"reply to {r.prompt}", delay=0.2))
@@ -238,13 +247,13 @@ def test_without_a_tokenizer_endpoint_the_count_is_an_estimate(llm_server: Start
     assert llm.token_counting == "estimate"
     assert [llm.count_tokens(t) for t in texts] == [estimate_tokens(t) for t in texts]
     assert all(estimate_tokens(t) >= len(fake_tokens(t)) for t in texts)
-    assert estimate_tokens("(7, aunt, 72)") == 9  # ( 7 , au nt , 7 2 ): digits and marks one each
+    assert estimate_tokens("(7, aunt, 72)") == 10  # ( 7 , au nt , ␣ 7 2 ): digits, marks, a bare space
 
     class Bare:  # any LLM: no counter of its own
         def complete(self, request: LLMRequest) -> str:
             return ""
 
-    assert count_tokens_of(Bare(), "(7, aunt, 72)") == 9 and context_length_of(Bare()) is None
+    assert count_tokens_of(Bare(), "(7, aunt, 72)") == 10 and context_length_of(Bare()) is None
     assert tokens_left(Bare(), LLMRequest.of("q")) is None and fit_count(Bare(), ["ab"] * 5, 3) == 2
 
 

@@ -32,7 +32,7 @@ from threading import BoundedSemaphore, Lock
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2  # the openai client's HTTP library: installed with it (httpx is not)
 import openai
 from kgengine.config import setting
 from kgengine.errors import KGEngineError
@@ -468,7 +468,7 @@ class OpenAICompatibleLLM:
         if counter is not None and text:
             try:
                 return counter(text)
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            except (httpx2.HTTPError, ValueError, KeyError, TypeError):
                 pass  # the endpoint answered before: a passing failure, estimate this once
         return estimate_tokens(text)
 
@@ -490,7 +490,7 @@ class OpenAICompatibleLLM:
         return base[: -len("/v1")] if base.endswith("/v1") else base
 
     def _http(self, method: str, url: str, body: Any = None) -> Any:
-        response = httpx.request(method, url, json=body, timeout=PROBE_TIMEOUT,
+        response = httpx2.request(method, url, json=body, timeout=PROBE_TIMEOUT,
                                  headers={"Authorization": f"Bearer {self._key}"})
         response.raise_for_status()
         return response.json()
@@ -500,7 +500,7 @@ class OpenAICompatibleLLM:
             return None  # OpenAI itself reports no context length
         try:
             listed = self._http("GET", self.endpoint.rstrip("/") + "/models").get("data") or []
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx2.HTTPError, ValueError, AttributeError):
             listed = []
         entries = [e for e in listed if isinstance(e, dict) and e.get("id") == self.model] or (
             listed if len(listed) == 1 else [])
@@ -510,7 +510,7 @@ class OpenAICompatibleLLM:
                     return int(entry[key])
         try:
             props = self._http("GET", self._root() + "/props")
-        except (httpx.HTTPError, ValueError):
+        except (httpx2.HTTPError, ValueError):
             return None
         generation = props.get("default_generation_settings") if isinstance(props, dict) else None
         n_ctx = generation.get("n_ctx") if isinstance(generation, dict) else None
@@ -541,7 +541,7 @@ class OpenAICompatibleLLM:
             try:
                 if counter("kgengine") > 0:
                     return counter
-            except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            except (httpx2.HTTPError, ValueError, KeyError, TypeError, AttributeError):
                 continue
         return None
 
@@ -609,8 +609,8 @@ class OpenAICompatibleLLM:
                 self.stats.add("retries")
                 stream = bool(str(exc))  # an empty one: ask once plainly, to hear why
                 time.sleep(self.settings.backoff * 2**attempt)
-            except (*RETRYABLE, httpx.TransportError, _Deadline) as exc:
-                timed_out = isinstance(exc, _Deadline | openai.APITimeoutError | httpx.TimeoutException)
+            except (*RETRYABLE, httpx2.TransportError, _Deadline) as exc:
+                timed_out = isinstance(exc, _Deadline | openai.APITimeoutError | httpx2.TimeoutException)
                 if timed_out:
                     self.stats.add("timeouts")
                 if attempt == retries:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2  # the openai client's HTTP library: installed with it (httpx is not)
 import psutil
 from kgengine.errors import KGEngineError
 
@@ -279,8 +279,8 @@ class LocalServer:
 
     def _answers(self) -> bool:
         try:
-            return httpx.get(self.base_url + "/models", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
+            return httpx2.get(self.base_url + "/models", timeout=2.0).status_code == 200
+        except httpx2.HTTPError:
             return False
 
     def output(self) -> str:
