@@ -47,8 +47,8 @@ from kgengine.brink.templates import template_question
 from kgengine.errors import InvalidParameterError, KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
+from kgengine.mining.presets import mine_brink_rules
 from kgengine.mining.rules import Rule
-from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.model import Triple
 from kgengine.progress import progress_bar
 from kgengine.store import KGStore, open_store, resolve_graph
@@ -95,15 +95,10 @@ class BuildResult:
 
 Log = Callable[[str], None]
 
-# BRINK's AMIE 3 settings (App. A.2): std confidence 0.3, PCA confidence 0.4, head coverage 0.1
-BRINK_MINING = MiningOptions(min_conf=0.3, min_pca=0.4, min_hc=0.1)
-
 
 def mine_rules(store: KGStore, graph: str, max_len: int, threads: int) -> list[MinedRule]:
-    """Mine ``graph`` as ``kgengine mine`` does, with BRINK's AMIE 3 settings, on the
-    in-memory matrix engine."""
-    engine = counting_engine(store, resolve_graph(store, graph), "matrix")
-    return mine(engine, replace(BRINK_MINING, max_len=max_len, threads=threads))
+    """Mine ``graph`` (or the store's only one) with BRINK's AMIE 3 settings (App. A.2)."""
+    return mine_brink_rules(store, resolve_graph(store, graph), max_len, threads)
 
 
 def read_relation_labels(path: Path) -> dict[str, str]:

@@ -17,6 +17,10 @@ from typing import Any, Protocol
 from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 
+# the one default of each setting every method shares (kgengine.rag.methods.AnswerSettings)
+DEFAULT_HOPS = 3  # most hops of a relation path; k-hop retrieval depth
+DEFAULT_TOP_K = 20  # triples put in front of an LLM
+
 
 @dataclass(frozen=True)
 class Question:

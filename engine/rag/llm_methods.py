@@ -42,6 +42,7 @@ from kgengine.errors import KGEngineError
 from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
 from kgengine.model import Direction, Triple
 from kgengine.rag.base import (
+    DEFAULT_TOP_K,
     Answer,
     BaseAnswerer,
     EntityLinker,
@@ -53,7 +54,7 @@ from kgengine.rag.base import (
     Selector,
     Timings,
 )
-from kgengine.rag.methods import DEFAULT_TOP_K, MethodContext, MethodSpec, Need, NoOptions
+from kgengine.rag.methods import MethodContext, MethodSpec, Need, NoOptions
 from kgengine.rag.verbalise import DATASET_IDS, SurfaceForms, verbalise
 from kgengine.surface import Surface, parse_surface
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kgengine.errors import KGEngineError
-from kgengine.rag.base import Answerer
+from kgengine.rag.base import DEFAULT_HOPS, DEFAULT_TOP_K, Answerer
 from kgengine.rag.rules import DEFAULT_MAX_LEN
 from kgengine.store import KGStore
 from kgengine.surface import Surface, parse_surface
@@ -47,9 +47,6 @@ BUILTIN_METHODS: dict[str, str] = {
     "full": "kgengine.rag.llm_methods:FULL",
     "tog": "kgengine.rag.tog:TOG",
 }
-
-DEFAULT_HOPS = 3
-DEFAULT_TOP_K = 20
 
 Log = Callable[[str], None]
 Progress = Callable[[int, int], None]

@@ -25,10 +25,9 @@ from typing import Any
 
 from kgengine.errors import KGEngineError
 from kgengine.model import Direction, Entity, Triple
-from kgengine.rag.base import Question
+from kgengine.rag.base import DEFAULT_HOPS, Question
 from kgengine.store import MAX_HOPS, KGStore
 
-DEFAULT_HOPS = 1
 DEFAULT_HUB_CAP = 100  # MetaQA: 100 entities of 43k exceed it, all genres/years/languages/tags
 FRONTIER_BATCH = 512  # entities per one-hop query (a VALUES / UNWIND list)
 

@@ -25,13 +25,13 @@ from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule, read_rules, write_tsv
+from kgengine.mining.presets import BRINK_MINING, mine_brink_rules
 from kgengine.mining.rules import Atom, Rule, is_variable
 from kgengine.model import Triple
 from kgengine.rag.base import Evidence
 from kgengine.rag.paths import Step
 from kgengine.store import KGStore
 
-BRINK_MINING = {"min_conf": 0.3, "min_pca": 0.4, "min_hc": 0.1}
 DEFAULT_MAX_LEN = 3
 
 
@@ -60,7 +60,7 @@ def cache_path(store: KGStore, graph: str, max_len: int, cache_dir: Path | None 
     if info is None:
         raise KGEngineError(f"no graph {graph!r} in {store.location}")
     key = "\t".join([store.location, graph, info.loaded_at, str(info.triples), str(max_len),
-                     repr(sorted(BRINK_MINING.items()))])
+                     repr((BRINK_MINING.min_conf, BRINK_MINING.min_pca, BRINK_MINING.min_hc))])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return (cache_dir or default_cache_dir()) / "rules" / f"{graph}-len{max_len}-{digest}.tsv"
 
@@ -83,7 +83,7 @@ def load_rules(
         rules = read_rules(path) if path.stat().st_size > 0 and _has_rules(path) else []
         return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} earlier, cached at {path}")
     log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
-    rules = mine_graph(store, graph, max_len, threads)
+    rules = mine_brink_rules(store, graph, max_len, threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -99,13 +99,6 @@ def _has_rules(path: Path) -> bool:
         return any("=>" in line for line in fh)
 
 
-def mine_graph(store: KGStore, graph: str, max_len: int, threads: int = 1) -> list[MinedRule]:
-    """Mine as ``kgengine brink build`` does without ``--rules`` (the matrix engine)."""
-    from kgengine.mining.matrix import KGIndex, MatrixEngine
-    from kgengine.mining.search import MiningOptions, mine
-
-    engine = MatrixEngine(KGIndex.from_store(store, graph))
-    return mine(engine, MiningOptions(max_len=max_len, threads=threads, **BRINK_MINING))
 
 
 def bind_topic(rule: Rule, step: Step, topic: str) -> tuple[Rule, str]:

@@ -25,7 +25,6 @@ from kgengine.rag.verbalise import Surface, SurfaceForms, parse_surface, verbali
 from kgengine.store import KGStore
 
 TOP_K_CHOICES = (10, 20, 30)  # the paper's K values
-DEFAULT_TOP_K = 10
 EXTRA_LIMIT = 100_000  # on-the-fly vectors a selector remembers (384 floats each)
 
 
