@@ -13,6 +13,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
+from itertools import islice
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from kgengine.errors import (
@@ -462,33 +463,34 @@ class NamedQueryStore:
 MAX_HOPS = 3
 
 
-def breadth_first(
-    expand: Callable[[Sequence[str], Direction], Iterable[Triple]],
+def walk(
+    expand: Callable[[Sequence[str], Direction, int], Iterable[Triple]],
     entity: str,
     hops: int,
     direction: Direction,
-    limit: int | None = None,
     batch: int = 512,
-) -> list[Triple]:
-    """Shared k-hop walk: ``expand(frontier, OUT|IN)`` returns the triples leaving (OUT) or
-    entering (IN) the frontier entities; each backend supplies it as a named query."""
+) -> Iterator[tuple[int, Triple]]:
+    """The one k-hop walk (``neighbourhood``, KG-RAG retrieval): breadth first from
+    ``entity``, lazily, ``(hop, triple)`` for each triple the first time it is met (hop 0 =
+    the entity's own triples). ``expand(frontier, OUT|IN, hop)`` returns the triples leaving
+    (OUT) or entering (IN) the frontier entities; a backend supplies it as a named query. An
+    entity is expanded once, at the first hop it is reached."""
     if not 1 <= hops <= MAX_HOPS:
         raise InvalidParameterError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
     directions = [Direction.OUT, Direction.IN] if direction == Direction.BOTH else [direction]
     seen_entities = {entity}
     frontier = [entity]
-    found: dict[Triple, None] = {}  # insertion-ordered set
-    for _ in range(hops):
+    found: set[Triple] = set()
+    for hop in range(hops):
         next_frontier: list[str] = []
         for start in range(0, len(frontier), batch):
             chunk = frontier[start : start + batch]
             for step in directions:
-                for triple in expand(chunk, step):
+                for triple in expand(chunk, step, hop):
                     if triple in found:
                         continue
-                    found[triple] = None
-                    if limit is not None and len(found) >= limit:
-                        return list(found)
+                    found.add(triple)
+                    yield hop, triple
                     other = triple.tail if step == Direction.OUT else triple.head
                     if other not in seen_entities:
                         seen_entities.add(other)
@@ -496,7 +498,19 @@ def breadth_first(
         frontier = next_frontier
         if not frontier:
             break
-    return list(found)
+
+
+def breadth_first(
+    expand: Callable[[Sequence[str], Direction], Iterable[Triple]],
+    entity: str,
+    hops: int,
+    direction: Direction,
+    limit: int | None = None,
+) -> list[Triple]:
+    """The triples of :func:`walk` in the order met, at most ``limit`` (the walk stops there)."""
+    met = (triple for _, triple in walk(lambda frontier, step, _hop: expand(frontier, step), entity, hops,
+                                        direction))
+    return list(islice(met, limit))
 
 
 def assign_private_ids(entities: Iterable[str], seed: int) -> dict[str, str]:

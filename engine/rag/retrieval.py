@@ -26,7 +26,7 @@ from typing import Any
 from kgengine.errors import KGEngineError
 from kgengine.model import Direction, Entity, Triple
 from kgengine.rag.base import DEFAULT_HOPS, Question
-from kgengine.store import MAX_HOPS, KGStore
+from kgengine.store import MAX_HOPS, KGStore, walk
 
 DEFAULT_HUB_CAP = 100  # MetaQA: 100 entities of 43k exceed it, all genres/years/languages/tags
 FRONTIER_BATCH = 512  # entities per one-hop query (a VALUES / UNWIND list)
@@ -71,36 +71,28 @@ class KHopRetriever:
     def search_by_hop(self, entity: str) -> list[list[Triple]]:
         """One list per hop (the paper's output shape): the triples first met at that hop;
         the list ends at the first hop that meets nothing new."""
-        steps = [Direction.OUT, Direction.IN] if self.direction == Direction.BOTH else [self.direction]
-        seen = {entity}
-        found: set[Triple] = set()
-        frontier = [entity]
+        by_hop: list[list[Triple]] = []
+        for hop, triple in walk(self._expand, entity, self.hops, Direction(self.direction), FRONTIER_BATCH):
+            if hop == len(by_hop):
+                by_hop.append([])
+            by_hop[hop].append(triple)
         layers: list[list[Triple]] = []
         total = 0
-        for hop in range(self.hops):
-            met = {t for step in steps for t in self._expand(frontier, step, capped=hop > 0)}
-            layer = sorted(met - found)
-            if not layer:  # nothing new: later hops cannot find anything either
-                break
+        for met in by_hop:
+            layer = sorted(met)
             if self.max_triples is not None and total + len(layer) >= self.max_triples:
                 layers.append(layer[: self.max_triples - total])
                 break
             layers.append(layer)
-            found.update(layer)
             total += len(layer)
-            frontier = sorted({e for t in layer for e in (t.head, t.tail)} - seen)
-            seen.update(frontier)
-            if not frontier:
-                break
         return layers
 
-    def _expand(self, frontier: Sequence[str], step: Direction, capped: bool) -> Iterator[Triple]:
+    def _expand(self, frontier: Sequence[str], step: Direction, hop: int) -> Iterator[Triple]:
+        """One hop of :func:`kgengine.store.walk`; entities past the topic obey the hub cap."""
         var = "h" if step == Direction.OUT else "t"
         name = "edges_out" if step == Direction.OUT else "edges_in"
         params: dict[str, Any] = {}
-        if capped and self.hub_cap is not None:
+        if hop > 0 and self.hub_cap is not None:
             name, params = f"rag_{name}_capped", {"cap": self.hub_cap}
-        for start in range(0, len(frontier), FRONTIER_BATCH):
-            chunk = [Entity(e) for e in frontier[start : start + FRONTIER_BATCH]]
-            for row in self.store.run(name, self.graph, **{var: chunk}, **params):
-                yield Triple(row["h"], row["r"], row["t"])
+        for row in self.store.run(name, self.graph, **{var: [Entity(e) for e in frontier]}, **params):
+            yield Triple(row["h"], row["r"], row["t"])
