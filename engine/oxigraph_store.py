@@ -8,6 +8,7 @@ in ``terms.META_GRAPH``."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -385,21 +386,19 @@ def _snapshot_opened(store: Path, target: Path) -> ox.Store:
     raise OSError(f"could not snapshot the store at {store}: {error}")
 
 
-_reader_snapshots = 0
+_reader_snapshots = itertools.count(1)  # next() on it is atomic: threads never share a snapshot name
 
 
 def _reader_snapshot(store: Path) -> tuple[Path, ox.Store] | None:
     """A private snapshot for one reading store object, opened, or None where nothing can
     be written beside the store (then the live store is read as it is)."""
-    global _reader_snapshots
     root = snapshot_root(store, "read")
     try:
         root.mkdir(exist_ok=True)
         remove_stale(root)
     except OSError:
         return None
-    _reader_snapshots += 1
-    target = root / f"{os.getpid()}-{_reader_snapshots}"
+    target = root / f"{os.getpid()}-{next(_reader_snapshots)}"
     try:
         return target, _snapshot_opened(store, target)
     except OSError as exc:
