@@ -366,6 +366,8 @@ def _snapshot_opened(store: Path, target: Path) -> ox.Store:
         for leftover in (target, target.with_name(target.name + ".tmp")):
             shutil.rmtree(leftover, ignore_errors=True)
         try:
+            # (again on each attempt: another reader closing removes the shared folder when empty)
+            target.parent.mkdir(parents=True, exist_ok=True)
             logs_before = _wal_files(store)
             source = ox.Store.read_only(str(store))
             try:
