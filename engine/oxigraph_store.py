@@ -438,16 +438,25 @@ def lock_holder(store: Path) -> str | None:
             if pid <= 0:
                 return "another process"
             try:
-                argv = psutil.Process(pid).cmdline()
+                process = psutil.Process(pid)
+                argv = process.cmdline()
+                if "kgengine.serve.worker" in argv and (parent := process.parent()) is not None:
+                    # an --allow-update server's writer worker: the server is what to name
+                    return f"{_describe(parent.pid, parent.cmdline())}, through its query worker pid {pid}"
             except psutil.Error:
                 return f"pid {pid}"
-            if len(argv) > 1 and Path(argv[0]).name.startswith("python") and not argv[1].startswith("-"):
-                argv = argv[1:]  # "python …/bin/kgengine mine …": the script is what says it
-            command = " ".join([Path(argv[0]).name, *argv[1:]]) if argv else ""
-            if len(command) > 160:
-                command = command[:157] + "..."
-            return f"pid {pid} ({command})" if command else f"pid {pid}"
+            return _describe(pid, argv)
     return None
+
+
+def _describe(pid: int, argv: list[str]) -> str:
+    """"pid N (command line)", the command as typed ("kgengine mine …", not the interpreter)."""
+    if len(argv) > 1 and Path(argv[0]).name.startswith("python") and not argv[1].startswith("-"):
+        argv = argv[1:]  # "python …/bin/kgengine mine …": the script is what says it
+    command = " ".join([Path(argv[0]).name, *argv[1:]]) if argv else ""
+    if len(command) > 160:
+        command = command[:157] + "..."
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
 
 
 def check_location(path: Path, *, create: bool) -> None:

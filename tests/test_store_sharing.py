@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 from kgengine.oxigraph_store import lock_holder
+from test_serve_support import serve
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")
 # a cross product that runs for hours: stopped by the test (Ctrl-C)
@@ -130,3 +131,18 @@ def test_a_reader_beside_a_writer_and_the_second_writer_told_who_holds_the_store
     assert f"locked by another writer, pid {loader.pid} (kgengine load tsv" in message
     after = kgengine(store, "stats", "--graph", "big")
     assert after.returncode == 0 and after.stdout.startswith("big: 600,000 triples"), after.stderr
+
+
+def test_an_updating_server_is_named_as_the_holder(store: Path, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    token.chmod(0o600)
+    with serve(store, "--allow-update", "--token-file", str(token), log_dir=tmp_path) as server:
+        stats = kgengine(store, "stats", "--graph", "family")
+        writer = kgengine(store, "drop", "family", "--yes")
+        pid = server.process.pid
+    assert stats.returncode == 0 and stats.stdout.startswith("family: 28,356 triples"), stats.stderr
+    message = writer.stderr.strip()
+    assert writer.returncode == 1 and "\n" not in message
+    assert f"locked by another writer, pid {pid} (kgengine serve --store" in message
+    assert "through its query worker pid" in message
