@@ -15,6 +15,13 @@ says how), e.g. /work/amie-build/bin/amie3.jar:
     .venv/bin/python bench/mine.py --amie /path/to/amie3.jar
     .venv/bin/python bench/mine.py --amie JAR --only fb15k-237-3 --repeats 3
     .venv/bin/python bench/mine.py                    # ours only (no AMIE columns)
+    .venv/bin/python bench/mine.py --amie JAR --baseline /tmp/baseline/pkg   # and an older kgengine
+
+``--baseline DIR`` also runs, in the same alternation, the ``kgengine`` importable from DIR (a
+``PYTHONPATH`` entry; e.g. ``git archive`` of an older commit with ``engine/`` copied to
+``DIR/kgengine`` and ``loaders/``, ``sparql/``, ``cypher/`` inside it): before/after on the same
+store, the same load and the same machine load. The start-up of each (``kgengine --help``, the
+median of 5 runs) is measured too.
 
 Cases: Family facts.txt and FB15k-237 at max-len 3, Family (all splits) and a dense small KG
 (120 entities, 40 relations, 10,000 triples; tests/synthetic_kg.py) at max-len 4, FB15k-237
@@ -88,21 +95,32 @@ def prepare(store: Path, work: Path, graphs: set[str]) -> dict[str, Path]:
     return tsv
 
 
+# poll the process tree this often: a 0.2 s poll would add up to 0.2 s to a 0.5 s run's wall time
+POLL = 0.05
+
+
+def with_path(command: list[str], baseline: Path | None) -> list[str]:
+    """``command`` run with ``baseline`` first on PYTHONPATH (the older kgengine), if given."""
+    return command if baseline is None else ["env", f"PYTHONPATH={baseline}", *command]
+
+
 def run_ours(store: Path, work: Path, graph: str, max_len: int, engine: str,
-             timeout: float) -> dict[str, Any]:
-    out = work / f"ours-{graph}-{max_len}-{engine}.tsv"
+             timeout: float, baseline: Path | None = None) -> dict[str, Any]:
+    tag = "baseline" if baseline else "ours"
+    out = work / f"{tag}-{graph}-{max_len}-{engine}.tsv"
     argv = ["mine", "--store", str(store), "--graph", graph, "--max-len", str(max_len), "--engine", engine,
             "-o", str(out)]
-    result = measure.run_measured([*KGENGINE, *argv], timeout, stderr=work / "ours.log")
+    result = measure.run_measured(with_path([*KGENGINE, *argv], baseline), timeout,
+                                  stderr=work / f"{tag}.log", interval=POLL)
     if result["finished"] and result["returncode"] != 0:
-        raise RuntimeError(f"kgengine {' '.join(argv)} failed:\n{(work / 'ours.log').read_text()[-3000:]}")
+        raise RuntimeError(f"kgengine {' '.join(argv)} failed:\n{(work / f'{tag}.log').read_text()[-3000:]}")
     return {**result, "output": str(out)}
 
 
 def run_amie(jar: Path, tsv: Path, work: Path, max_len: int, timeout: float) -> dict[str, Any]:
     out = work / f"amie-{tsv.stem}-{max_len}.out"
     command = ["java", "-jar", str(jar), *AMIE_THRESHOLDS, "-maxad", str(max_len), str(tsv)]
-    result = measure.run_measured(command, timeout, stdout=out, stderr=work / "amie.log")
+    result = measure.run_measured(command, timeout, stdout=out, stderr=work / "amie.log", interval=POLL)
     text = out.read_text(errors="replace")
     reported = re.search(r"Mining done in ([\d.]+) (m?s)", text)
     if reported:
@@ -130,21 +148,36 @@ def compare(ours: dict[str, tuple[int, int, int]], amie: dict[str, tuple[int, in
             "only_amie": only_amie, "measures_differ": different}
 
 
+def startup(baseline: Path | None, runs: int = 5) -> float:
+    """Median wall seconds of ``kgengine --help`` (interpreter start and the CLI's imports)."""
+    import time
+
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(with_path([*KGENGINE, "--help"], baseline), check=True, capture_output=True)
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds)
+
+
 def median(runs: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in runs if r.get("finished") and r.get(key) is not None]
     return statistics.median(values) if values else None
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| case | engine | rules | wall s | peak PSS MiB | AMIE 3 rules | AMIE 3 wall s | "
-             "AMIE 3 PSS MiB | speed-up | memory ratio | identical |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | engine | rules | wall s | peak PSS MiB | before s | vs before | AMIE 3 rules | "
+             "AMIE 3 wall s | AMIE 3 PSS MiB | speed-up | memory ratio | identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case_id, case in results["cases"].items():
         ours, amie = case["ours"], case.get("amie") or []
         wall, pss = median(ours, "seconds"), median(ours, "peak_pss_mib")
+        before = median(case.get("baseline") or [], "seconds")
+        before_cells = (f"{before:.1f} | {before / wall:.1f}x" if before and wall else
+                        "stopped | " if case.get("baseline") else " | ")
         amie_wall, amie_pss = median(amie, "seconds"), median(amie, "peak_pss_mib")
         stopped = [r for r in amie if not r["finished"]]
-        amie_cell = (f"{amie_wall:.1f}" if amie_wall else
+        amie_cell = (f"{amie_wall:.2f}" if amie_wall else
                      f">{stopped[0]['seconds']:.0f} (stopped)" if stopped else "")
         identity = case.get("identity")
         same = "" if identity is None else "yes" if identity["identical"] else (
@@ -152,7 +185,7 @@ def table(results: dict[str, Any]) -> str:
             f"{len(identity['measures_differ'])} other measures")
         lines.append(
             f"| {case_id} | {case['engine']} | {case.get('rules', '')} | "
-            f"{f'{wall:.1f}' if wall else 'stopped'} | {f'{pss:.0f}' if pss else ''} | "
+            f"{f'{wall:.2f}' if wall else 'stopped'} | {f'{pss:.0f}' if pss else ''} | {before_cells} | "
             f"{case.get('amie_rules', '')} | {amie_cell} | {f'{amie_pss:.0f}' if amie_pss else ''} | "
             f"{f'{amie_wall / wall:.1f}x' if amie_wall and wall else ''} | "
             f"{f'{amie_pss / pss:.1f}x' if amie_pss and pss else ''} | {same} |")
@@ -168,6 +201,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600, help="per run of ours, seconds")
     parser.add_argument("--amie-timeout", type=float, default=1200, help="per AMIE 3 run, seconds")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "mine.json")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="PYTHONPATH entry holding an older kgengine to run alongside (before/after)")
     args = parser.parse_args()
     cases = {k: v for k, v in CASES.items() if not args.only or k in args.only}
     results: dict[str, Any] = {
@@ -175,8 +210,13 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "load_average_at_start": os.getloadavg()},
         "amie_jar": str(args.amie) if args.amie else None,
+        "baseline": str(args.baseline) if args.baseline else None,
+        "startup_seconds": {"ours": startup(None)},
         "cases": {},
     }
+    if args.baseline:
+        results["startup_seconds"]["baseline"] = startup(args.baseline)
+    print("kgengine --help:", json.dumps(results["startup_seconds"]), flush=True)
     if args.output.exists():  # a partial run (--only) updates the cases it measures
         earlier = json.loads(args.output.read_text()).get("cases", {})
         results["cases"] = {k: v for k, v in earlier.items() if k in CASES and "ours" in v}
@@ -187,15 +227,23 @@ def main() -> None:
         for case_id, (graph, max_len, engine) in cases.items():
             case: dict[str, Any] = {"graph": graph, "max_len": max_len, "engine": engine,
                                     "triples": sum(1 for _ in tsv[graph].open()), "ours": [], "amie": []}
+            if args.baseline:
+                case["baseline"] = []
             with_amie = args.amie is not None and engine == "matrix"
             for _ in range(args.repeats):
                 case["ours"].append(run_ours(store, work, graph, max_len, engine, args.timeout))
+                if args.baseline:
+                    case["baseline"].append(run_ours(store, work, graph, max_len, engine, args.timeout,
+                                                     args.baseline))
                 if with_amie:
                     case["amie"].append(run_amie(args.amie, tsv[graph], work, max_len, args.amie_timeout))
             last = case["ours"][-1]
             if last["finished"]:
                 ours_rules = rule_measures(Path(last["output"]))
                 case["rules"] = len(ours_rules)
+                if args.baseline and case["baseline"][-1]["finished"]:
+                    before = rule_measures(Path(case["baseline"][-1]["output"]))
+                    case["same_as_baseline"] = compare(ours_rules, before)["identical"]
                 if with_amie:
                     amie_rules = rule_measures(Path(case["amie"][-1]["output"]))
                     case["amie_rules"] = len(amie_rules)
