@@ -143,7 +143,8 @@ def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_p
     assert answer["raw_output"] == "Tom Cruise" and answer["answers"][0]["id"] == "Tom Cruise"
     (request,) = server.requests
     assert request.model == "fake-model" and "(Collateral, starred actors, Tom Cruise)" in request.prompt
-    # without a model an LLM method says what is missing
+    # without a model (and no packaged local model to start) an LLM method says what is missing
+    monkeypatch.setattr("kgengine.llm.local.local_llm_available", lambda: False)
     code, _, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
                        "--method", "llm")
     assert code == 1 and "no LLM model configured" in err

@@ -319,3 +319,63 @@ def test_prompts_can_be_replaced_by_files_of_ones_own(movies, llm_server, tmp_pa
                                 prompts=LLMPrompts(answer=read_prompt(bad)))
     with pytest.raises(PromptError, match=r"answer.txt: missing query; unknown question"):
         broken.answer(Question("who directed [Inception]", "Inception"))
+
+
+# ---- robust to what real models send back ------------------------------------------------------
+def test_a_sentence_reply_gives_the_entities_it_names_but_not_the_topic(movies, llm_server,
+                                                                       tmp_path: Path) -> None:
+    server = llm_server(replies("The director of Inception is Christopher Nolan."))
+    answer = answerer("llm-kg", movies, llm_for(server, tmp_path), top_k=3).answer(
+        Question("who directed [Inception]", "Inception"))
+    assert [(a.id, a.score) for a in answer.answers] == [("Christopher Nolan", 1.0)]
+    assert answer.raw_output == "Christopher Nolan"
+    assert any("answered in a sentence" in line for line in answer.reasoning)
+
+
+def test_copied_facts_are_no_answers_and_nothing_found_is_said(movies, llm_server, tmp_path: Path) -> None:
+    server = llm_server(replies("(Inception, directed by, Christopher Nolan), (Inception, has genre, "
+                                "Science Fiction)"))
+    answer = answerer("llm-kg", movies, llm_for(server, tmp_path), top_k=3).answer(
+        Question("who directed [Inception]", "Inception"))
+    assert answer.answers == [] and answer.raw_output == ""
+    assert any("copied 2 fact(s)" in line for line in answer.reasoning)
+    assert any("No answer could be read" in line for line in answer.reasoning)
+
+
+def test_retrieved_facts_are_trimmed_to_the_context_and_the_trim_is_said(movies, llm_server,
+                                                                        tmp_path: Path) -> None:
+    server = llm_server(lambda r: "Christopher Nolan", tokenizer=True, n_ctx=390)
+    llm = llm_for(server, tmp_path)
+    question = Question("who directed [Inception]", "Inception")
+    answer = answerer("llm-kg", movies, llm, top_k=5).answer(question)
+    (request,) = server.requests
+    shown = facts(request.prompt)
+    budget = [line for line in answer.reasoning if line.startswith("Context budget:")]
+    assert budget and f"{len(shown)} of the 5 selected triples" in budget[0]
+    assert 0 < len(shown) < 5
+    # the sent prompt and its reply fit the server's context, as the server counts tokens
+    assert llm.count_tokens(request.prompt) + 256 <= 390
+    # evidence is only what the model was shown
+    assert {t for a in answer.answers for e in a.evidence for t in e.path} <= \
+        {t for t in MOVIES if verbalise(t) in shown}
+
+
+def test_a_questions_time_limit_ends_it_as_an_error_record(movies, llm_server, tmp_path: Path) -> None:
+    from kgengine.rag.base import answer_or_error
+
+    server = llm_server(lambda r: Reply(DECOMPOSITION if "decompose" in r.prompt.lower() else "Nolan",
+                                        delay=0.3))
+    slow = build_llm_answerer("llm-qd", llm=llm_for(server, tmp_path), question_timeout=0.2)
+    failed = answer_or_error(slow, Question(TWO_HOP, "Inception"))
+    assert failed.error and "time limit (0.2 s) ran out after 1 LLM request" in failed.error
+    assert failed.answers == [] and len(server.requests) == 1
+
+
+def test_an_empty_reply_is_an_error_record_not_a_silent_empty_answer(movies, llm_server,
+                                                                     tmp_path: Path) -> None:
+    from kgengine.rag.base import answer_or_error
+
+    server = llm_server(lambda r: "")
+    failed = answer_or_error(build_llm_answerer("llm", llm=llm_for(server, tmp_path)),
+                             Question("who directed [Inception]", "Inception"))
+    assert failed.error and "replied nothing" in failed.error

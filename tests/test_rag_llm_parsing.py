@@ -70,3 +70,22 @@ def test_surface_index_prefers_prompt_entities_then_surface_forms_then_resolver(
     assert index.lookup("  the ", local) is None
     private = SurfaceIndex(SurfaceForms(Surface.PRIVATE, private_ids={"Nolan": "4711"}))
     assert private.lookup("4711", {}) == "Nolan" and private.lookup("Nolan", {}) is None
+
+
+# ---- what real small models send back (issue: replies parsed without crediting fragments) --------
+def test_a_reply_that_copies_facts_credits_no_fragment_of_them() -> None:
+    from kgengine.rag.llm_methods import reply_pieces
+
+    pieces, notes = reply_pieces("(Inception, directed by, Christopher Nolan), "
+                                 "(Inception, release year, 2010)")
+    assert pieces == [] and "copied 2 fact(s)" in notes[0]
+    pieces, _ = reply_pieces("(Inception, directed by, Christopher Nolan)\nChristopher Nolan")
+    assert pieces == ["Christopher Nolan"]
+
+
+def test_answer_text_stops_where_the_model_goes_on() -> None:
+    assert parse_answer_text("Christopher Nolan\n\nQuestion: who wrote Heat?\nAnswer: Michael Mann") == \
+        "Christopher Nolan"
+    assert parse_answer_text("Answer: Tom Hardy\nNote: from the facts") == "Tom Hardy"
+    assert parse_answer_text("Reasoning: one hop.\nAnswer: Dunkirk") == "Dunkirk"
+    assert parse_answer_text("Question: who directed Heat?\nAnswer: Michael Mann") == "Michael Mann"

@@ -52,7 +52,7 @@ def _method_help() -> str:
 @click.option("--entity", default=None,
               help="The topic entity: an id, private id or label [default: the [bracketed] mention, "
                    "else the longest entity name in the question].")
-@graph_option(required=True)
+@graph_option()
 @store_option
 @click.option("--method", type=click.Choice(method_names()), default=None, cls=_LazyHelpOption,
               help_text=_method_help)
@@ -85,7 +85,7 @@ def _method_help() -> str:
               default=None, help="Answer a file: BRINK-schema JSONL (id, question, topic_entity) or a "
                                  "MetaQA qa_*.txt; one JSON object per line on standard output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
-def ask(question: str | None, entity: str | None, graph: str, store_location: str | None,
+def ask(question: str | None, entity: str | None, graph: str | None, store_location: str | None,
         method: str | None, method_options: tuple[str, ...], hops: int, top_k: int, rules_path: Path | None,
         train: tuple[str, ...], labels: str, embedding_model: str | None, llm_base_url: str | None,
         llm_model: str | None, llm_cache: Path | None, questions_path: Path | None, as_json: bool) -> None:

@@ -32,6 +32,7 @@ the synthesis' reasoning)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -39,7 +40,7 @@ from typing import Any
 
 from kgengine.answers import normalize_answer, split_raw_output
 from kgengine.errors import KGEngineError
-from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
+from kgengine.llm import LLM, LLMRequest, Prompt, context_length_of, fit_count, load_prompt, tokens_left
 from kgengine.model import Direction, Triple
 from kgengine.rag.base import (
     DEFAULT_TOP_K,
@@ -71,6 +72,17 @@ _SUB_QUESTIONS = re.compile(r"^\s*sub-?questions\s*:", re.IGNORECASE | re.MULTIL
 _ANSWER = re.compile(r"^\s*(?:final\s+)?answer\s*:", re.IGNORECASE | re.MULTILINE)
 _REASONING = re.compile(r"^\s*reasoning\s*:", re.IGNORECASE)
 _NONE = {"none", "none.", "n/a", "no decomposition", "no decomposition needed"}
+_INVENTED = re.compile(r"^\s*question\s*:", re.IGNORECASE | re.MULTILINE)
+_CONTINUATION = re.compile(r"\n\s*\n|\n\s*(?:question|reasoning|note|explanation|facts?)\s*:", re.IGNORECASE)
+_COPIED_FACT = re.compile(r"\(([^()\n]*,[^()\n]*,[^()\n]*)\)")
+SENTENCE_WORDS = 4  # a piece of this many words or more is a sentence: entities named in it count
+MAX_MENTION_TOKENS = 6
+# words never taken as an entity mention in a sentence (a KG may have an entity "is" or "the")
+_STOPWORDS = frozenset({
+    "is", "are", "was", "were", "be", "been", "it", "its", "he", "she", "they", "them", "his", "her",
+    "their", "this", "that", "these", "those", "of", "in", "on", "at", "by", "for", "to", "from",
+    "with", "and", "or", "not", "no", "yes", "answer", "answers",
+})
 
 
 class LLMMethodError(KGEngineError):
@@ -94,6 +106,8 @@ class LLMPrompts:
 class Decomposition:
     reasoning: str  # the chain of thought
     sub_questions: tuple[str, ...]  # empty: answer the question as it is
+    # the reply had a Sub-questions: line (False: nothing usable came back); said, not compared
+    marked: bool = field(default=True, compare=False)
 
 
 def parse_decomposition(text: str, limit: int = MAX_SUB_QUESTIONS) -> Decomposition:
@@ -105,7 +119,7 @@ def parse_decomposition(text: str, limit: int = MAX_SUB_QUESTIONS) -> Decomposit
     reasoning = _REASONING.sub("", (text[: marker.start()] if marker else text).strip(), count=1)
     reasoning = " ".join(reasoning.split())
     if marker is None:
-        return Decomposition(reasoning, ())
+        return Decomposition(reasoning, (), marked=False)
     questions: list[str] = []
     for line in text[marker.end():].splitlines():
         if re.match(r"^\s*question\s*:", line, re.IGNORECASE):
@@ -118,10 +132,30 @@ def parse_decomposition(text: str, limit: int = MAX_SUB_QUESTIONS) -> Decomposit
 
 def parse_answer_text(reply: str) -> str:
     """The answer part of a reply: after the last ``Answer:`` line if there is one (the
-    synthesis format; models also echo it), else the whole reply, stripped."""
+    synthesis format; models also echo it), else the whole reply; cut where the model goes
+    on to write something else (a new ``Question:`` — an example it invents, whose answer is
+    not this question's —, a blank line, a ``Reasoning:``/``Note:`` after the answer)."""
+    invented = _INVENTED.search(reply)
+    if invented is not None and reply[: invented.start()].strip():
+        reply = reply[: invented.start()]
     markers = list(_ANSWER.finditer(reply))
-    text = reply[markers[-1].end():] if markers else reply
-    return text.strip()
+    text = (reply[markers[-1].end():] if markers else reply).strip()
+    ended = _CONTINUATION.search(text)
+    return (text[: ended.start()] if ended else text).strip()
+
+
+def reply_pieces(text: str) -> tuple[list[str], list[str]]:
+    """(answer pieces, notes) of an answer text. A fact the model copied back from the prompt,
+    ``(subject, relation, object)``, is removed whole (split on its commas it would yield
+    fragments such as ``(Shanghai`` that are no answer the model gave); the rest is split as
+    the official evaluator splits (commas, newlines)."""
+    notes: list[str] = []
+    copied = _COPIED_FACT.findall(text)
+    if copied:
+        text = _COPIED_FACT.sub("\n", text)
+        notes.append(f"the reply copied {len(copied)} fact(s) from the prompt; they are not taken as answers")
+    pieces = [p.strip(" .;:\"'") for p in split_raw_output(text)]
+    return [p for p in pieces if normalize_answer(p)], notes
 
 
 def parse_synthesis(reply: str) -> tuple[str, str]:
@@ -204,6 +238,8 @@ class _Run:
     timings: Timings
     shown: list[Triple] = field(default_factory=list)  # every triple put in a prompt
     reasoning: list[str] = field(default_factory=list)
+    deadline: float | None = None  # time.monotonic() by which the question must be done
+    requests: int = 0
 
 
 class LLMAnswerer(BaseAnswerer):
@@ -232,6 +268,7 @@ class LLMAnswerer(BaseAnswerer):
         resolve: Resolver | None = None,
         prompts: LLMPrompts | None = None,
         max_sub_questions: int = MAX_SUB_QUESTIONS,
+        question_timeout: float | None = None,
     ) -> None:
         if pipeline.uses_kg and (retriever is None or selector is None):
             raise LLMMethodError(f"method {method} needs a retriever and a selector")
@@ -246,9 +283,14 @@ class LLMAnswerer(BaseAnswerer):
         self.uses_kg, self.decomposes = pipeline.uses_kg, pipeline.decomposes
         self.needs_topic = pipeline.uses_kg
         self.error_class = LLMMethodError
+        self.question_timeout = question_timeout
 
     # -- steps -------------------------------------------------------------------------------
     def _ask(self, run: _Run, prompt: str, *, stop: Sequence[str] = (), max_tokens: int) -> str:
+        if run.deadline is not None and time.monotonic() > run.deadline:
+            raise LLMMethodError(f"the question's time limit ({self.question_timeout:g} s) ran out after "
+                                 f"{run.requests} LLM request(s)")
+        run.requests += 1
         with run.timings.step("llm_ms"):
             return self.llm.complete(LLMRequest.of(prompt, temperature=0.0, stop=stop, max_tokens=max_tokens))
 
@@ -260,9 +302,24 @@ class LLMAnswerer(BaseAnswerer):
     def _select(self, run: _Run, question: Question, candidates: Sequence[Triple]) -> list[Triple]:
         assert self.selector is not None
         with run.timings.step("select_ms"):
-            chosen = self.selector.select(question, candidates, self.top_k) if candidates else []
-        run.shown.extend(chosen)
-        return chosen
+            return self.selector.select(question, candidates, self.top_k) if candidates else []
+
+    def _fit(self, run: _Run, lines: list[str], question: str) -> list[str]:
+        """The facts that fit the LLM's context with the prompt and its reply (all of them when
+        the context length is unknown); a cut is said in the reasoning."""
+        bare = LLMRequest.of(self.prompts.answer_kg.fill(question=question, triples=""),
+                             max_tokens=ANSWER_MAX_TOKENS)
+        left = tokens_left(self.llm, bare)
+        if left is None:
+            return lines
+        if left <= 0:
+            raise LLMMethodError(f"the prompt alone does not fit the LLM's {context_length_of(self.llm)}"
+                                 "-token context with room for the reply")
+        kept = fit_count(self.llm, lines, left)
+        if kept < len(lines):
+            run.reasoning.append(f"Context budget: {kept} of the {len(lines)} selected triples fit the "
+                                 f"{context_length_of(self.llm)}-token context; the rest were left out.")
+        return lines[:kept]
 
     def _answer_one(self, run: _Run, question: Question, candidates: Sequence[Triple] | None) -> str:
         """A (sub-)question's answer: zero-shot, or KAPING with its own top-K triples."""
@@ -270,8 +327,10 @@ class LLMAnswerer(BaseAnswerer):
             prompt = self.prompts.answer.fill(question=question.text)
         else:
             chosen = self._select(run, question, candidates)
-            facts = "\n".join(verbalise(t, self.surface) for t in chosen) or "(no facts found)"
-            prompt = self.prompts.answer_kg.fill(question=question.text, triples=facts)
+            lines = self._fit(run, [verbalise(t, self.surface) for t in chosen], question.text)
+            run.shown.extend(chosen[: len(lines)])
+            prompt = self.prompts.answer_kg.fill(question=question.text,
+                                                 triples="\n".join(lines) or "(no facts found)")
         return parse_answer_text(self._ask(run, prompt, max_tokens=ANSWER_MAX_TOKENS))
 
     def _decompose(self, run: _Run, text: str) -> Decomposition:
@@ -287,7 +346,8 @@ class LLMAnswerer(BaseAnswerer):
 
     # -- the pipeline --------------------------------------------------------------------------
     def get_answer(self, question: Question, topic: LinkedEntity | None, timings: Timings) -> Answer:
-        run = _Run(timings)
+        run = _Run(timings, deadline=None if self.question_timeout is None
+                   else time.monotonic() + self.question_timeout)
         entity = topic.id if topic is not None else None
         candidates: list[Triple] | None = None
         if self.uses_kg:
@@ -311,7 +371,9 @@ class LLMAnswerer(BaseAnswerer):
         if plan.reasoning:
             run.reasoning.append(f"Decomposition: {plan.reasoning}")
         if not plan.sub_questions:
-            run.reasoning.append("No decomposition: the question is answered as it is.")
+            run.reasoning.append("No decomposition: the question is answered as it is." if plan.marked else
+                                 "The decomposition gave nothing usable (no Sub-questions: line): the "
+                                 "question is answered whole.")
             return self._answer_one(run, question, candidates)
         steps: list[tuple[str, str]] = []
         for number, sub_question in enumerate(plan.sub_questions, 1):
@@ -329,9 +391,13 @@ class LLMAnswerer(BaseAnswerer):
         return final
 
     def _result(self, run: _Run, question: Question, entity: str | None, final: str) -> Answer:
-        answers = map_answers(final, self.index, run.shown, [entity] if entity else [], self._label)
+        mapped = map_answers(final, self.index, run.shown, entity, self._label, question.text)
+        run.reasoning.extend(mapped.notes)
+        if not mapped.answers:
+            run.reasoning.append("The reply named no answer." if not final.strip() else
+                                 f"No answer could be read from the reply {final[:200]!r}.")
         return Answer(question=question.text, topic_entity=entity, method=self.method,
-                      answers=answers, reasoning=run.reasoning, raw_output=final)
+                      answers=mapped.answers, reasoning=run.reasoning, raw_output=mapped.raw_output)
 
     def _label(self, entity: str) -> str | None:
         try:
@@ -340,25 +406,74 @@ class LLMAnswerer(BaseAnswerer):
             return None
 
 
-def map_answers(final: str, index: SurfaceIndex, shown: Sequence[Triple], extra: Sequence[str],
-                label: Callable[[str], str | None]) -> list[ScoredAnswer]:
-    """The pieces of an LLM's final answer text as answers: each mapped to a graph entity when
-    it equals an entity's surface form (score 1.0, with the prompt triples that mention it as
-    evidence), else kept as free text (score 0.0, the text as id)."""
+@dataclass
+class MappedAnswers:
+    answers: list[ScoredAnswer]
+    raw_output: str  # what a strict evaluator scores: the answers as the reply named them
+    notes: list[str]
+
+
+def map_answers(text: str, index: SurfaceIndex, shown: Sequence[Triple], topic: str | None,
+                label: Callable[[str], str | None], question: str = "") -> MappedAnswers:
+    """An LLM's final answer text as answers. Each piece (:func:`reply_pieces`) that equals an
+    entity's surface form is that entity (score 1.0, with the prompt triples that mention it as
+    evidence); a piece that is a sentence ("The director is Christopher Nolan") gives the
+    entities it names, longest mention first, never the topic entity or one the question
+    names; any other piece stays free text (score 0.0, the text as id)."""
+    pieces, notes = reply_pieces(text)
     shown_entities = (e for t in shown for e in (t.head, t.tail))
-    local = index.local([*extra, *shown_entities])
+    local = index.local([*([topic] if topic else []), *shown_entities])
+    asked = {normalize_answer(question)}
     answers: dict[str, ScoredAnswer] = {}
-    for piece in split_raw_output(final):
+    written: list[str] = []
+
+    def add(entity: str, as_written: str) -> None:
+        if entity in answers:
+            return
+        evidence = [Evidence(path=(t,)) for t in dict.fromkeys(shown) if entity in (t.head, t.tail)]
+        answers[entity] = ScoredAnswer(id=entity, score=1.0, label=label(entity), evidence=evidence)
+        written.append(as_written)
+
+    for piece in pieces:
         found = index.lookup(piece, local)
-        key = found if found is not None else f"text:{normalize_answer(piece)}"
-        if key in answers or not normalize_answer(piece):
+        if found is not None:
+            add(found, piece)
             continue
-        if found is None:
+        named = _mentions(piece, index, local) if len(piece.split()) >= SENTENCE_WORDS else []
+        named = [(e, w) for e, w in named if e != topic and not _in_text(w, asked)]
+        if named:
+            notes.append(f"the reply answered in a sentence; taken from it: {', '.join(w for _, w in named)}")
+            for entity, words in named:
+                add(entity, words)
+            continue
+        key = f"text:{normalize_answer(piece)}"
+        if key not in answers:
             answers[key] = ScoredAnswer(id=piece, score=0.0, label=piece)
-            continue
-        evidence = [Evidence(path=(t,)) for t in dict.fromkeys(shown) if found in (t.head, t.tail)]
-        answers[key] = ScoredAnswer(id=found, score=1.0, label=label(found), evidence=evidence)
-    return list(answers.values())
+            written.append(piece)
+    return MappedAnswers(list(answers.values()), ", ".join(written), notes)
+
+
+def _in_text(words: str, texts: set[str]) -> bool:
+    needle = f" {normalize_answer(words)} "
+    return any(needle in f" {t} " for t in texts)
+
+
+def _mentions(sentence: str, index: SurfaceIndex, local: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(entity, words) for the entity names in ``sentence``: its word n-grams looked up in the
+    surface index, longest first, non-overlapping, in sentence order."""
+    tokens = sentence.split()
+    taken = [False] * len(tokens)
+    found: list[tuple[int, str, str]] = []
+    for size in range(min(MAX_MENTION_TOKENS, len(tokens)), 0, -1):
+        for start in range(len(tokens) - size + 1):
+            if any(taken[start : start + size]):
+                continue
+            words = " ".join(tokens[start : start + size]).strip(" .,;:!?\"'()")
+            entity = index.lookup(words, local) if normalize_answer(words) not in _STOPWORDS else None
+            if entity is not None:
+                taken[start : start + size] = [True] * size
+                found.append((start, entity, words))
+    return [(entity, words) for _, entity, words in sorted(found)]
 
 
 def build_llm_answerer(method: str, *, llm: LLM, labels: str | Surface | None = None, **parts: Any
@@ -400,6 +515,7 @@ class DecomposeOptions:
 class RetrievalOptions:
     direction: Direction = Direction.BOTH  # k-hop retrieval direction
     hub_cap: int | None = None  # k-hop retrieval: neighbours kept per hub entity
+    embed_whole_graph: bool = False  # embed every triple first (on-disk cache) instead of as met
 
 
 @dataclass(frozen=True)
@@ -411,10 +527,11 @@ def _build(context: MethodContext, options: Any, pipeline: Pipeline) -> LLMAnswe
     retriever = selector = None
     if pipeline.uses_kg:
         retriever = context.retriever(options.direction, options.hub_cap)
-        selector = context.selector()
+        selector = context.selector(options.embed_whole_graph)
     return LLMAnswerer(context.method, pipeline, llm=context.llm(), retriever=retriever, selector=selector,
                        top_k=context.settings.top_k, surface=context.surface(), linker=context.linker(),
-                       max_sub_questions=getattr(options, "max_sub_questions", MAX_SUB_QUESTIONS))
+                       max_sub_questions=getattr(options, "max_sub_questions", MAX_SUB_QUESTIONS),
+                       question_timeout=context.settings.question_timeout)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 from kgengine.errors import KGEngineError
 from kgengine.rag.base import DEFAULT_HOPS, DEFAULT_TOP_K, Answerer
 from kgengine.rag.rules import DEFAULT_MAX_LEN
-from kgengine.store import KGStore
+from kgengine.store import KGStore, resolve_graph
 from kgengine.surface import Surface, parse_surface
 
 ENTRY_POINT_GROUP = "kgengine.methods"
@@ -88,6 +88,8 @@ class AnswerSettings:
     llm_api_key: str | None = None
     llm_cache: Path | None = None
     llm_timeout: float | None = None  # None: kgengine.llm's setting (environment, config, 120 s)
+    llm_concurrency: int | None = None  # requests in flight at once (None: kgengine.llm's setting)
+    question_timeout: float | None = None  # seconds one question may take (LLM methods), None: no limit
 
     def check(self) -> None:
         parse_surface(self.labels)
@@ -334,13 +336,22 @@ class MethodContext:
                                                                      self.settings.labels))
 
     def llm(self) -> Any:
+        """The configured OpenAI-compatible endpoint; with none configured and the
+        ``local-llm`` extra installed, the packaged model started for this run (stopped when
+        ``resources`` closes; said on the log)."""
         from kgengine.llm.client import OpenAICompatibleLLM
+        from kgengine.llm.local import local_endpoint
 
         def make() -> Any:
             s = self.settings
             overrides: dict[str, Any] = {"model": s.llm_model, "base_url": s.llm_base_url,
                                          "api_key": s.llm_api_key, "timeout": s.llm_timeout,
-                                         "cache_dir": s.llm_cache}
+                                         "cache_dir": s.llm_cache, "concurrency": s.llm_concurrency}
+            given = s.llm_model is not None or s.llm_base_url is not None
+            local = self.resources.enter_context(local_endpoint(self.log, configured=given or None))
+            if local is not None:
+                overrides = {**local.client_options(), **{k: v for k, v in overrides.items()
+                                                            if k not in ("model", "base_url", "api_key")}}
             return OpenAICompatibleLLM(**{k: v for k, v in overrides.items() if v is not None})
 
         return self._once("llm", make)
@@ -357,15 +368,20 @@ class MethodContext:
 
         return self._once(f"retriever/{direction}/{hub_cap}", make)
 
-    def selector(self) -> Any:
+    def selector(self, whole_graph: bool = False) -> Any:
+        """Embedding top-K selection. The triples a question retrieves are embedded when first
+        met and remembered (per triple); ``whole_graph`` embeds the whole graph first into the
+        on-disk cache (worth it for many questions over one graph)."""
         from kgengine.rag.selection import EmbeddingSelector
 
-        return self._once("selector", lambda: EmbeddingSelector(
-            self.store, self.graph, model=self.settings.embedding_model, surface=self.settings.labels))
+        return self._once(f"selector/{whole_graph}", lambda: EmbeddingSelector(
+            self.store, self.graph, model=self.settings.embedding_model, surface=self.settings.labels,
+            build=whole_graph))
 
 
-def build_answerer(store: KGStore, graph: str, method: str, settings: AnswerSettings = AnswerSettings(),
-                   options: Any = None, *, log: Log = _quiet, progress: Progress | None = None,
+def build_answerer(store: KGStore, graph: str | None, method: str,
+                   settings: AnswerSettings = AnswerSettings(), options: Any = None, *,
+                   log: Log = _quiet, progress: Progress | None = None,
                    resources: ExitStack | None = None) -> Answerer:
     """The answerer of ``method`` for ``graph`` of ``store``. ``options``: the method's own
     options (an instance of its dataclass, a mapping of KEY=VALUE settings, or None for its
@@ -378,7 +394,7 @@ def build_answerer(store: KGStore, graph: str, method: str, settings: AnswerSett
     elif not isinstance(options, spec.options):
         raise KGEngineError(f"method {method!r} takes {spec.options.__name__} options, not "
                             f"{type(options).__name__}")
-    store.require_graph(graph)
+    graph = resolve_graph(store, graph)  # the graph named, or the store's only one
     context = MethodContext(store, graph, method, settings, log, progress,
                             resources if resources is not None else ExitStack())
     return spec.build(context, options)

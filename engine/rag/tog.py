@@ -227,10 +227,11 @@ class ToGAnswerer(BaseAnswerer):
         facts = "\n".join(verbalise(t, self.surface) for t in shown) or "(no facts found)"
         final = parse_answer_text(self._ask(self.prompts.answer.fill(triples=facts, question=text), timings,
                                             ANSWER_MAX_TOKENS))
-        answers = map_answers(final, self.index, shown, [topic.id], self._label)
-        return Answer(question=text, topic_entity=topic.id, method=self.method, answers=answers,
+        mapped = map_answers(final, self.index, shown, topic.id, self._label, text)
+        reasoning.extend(mapped.notes)
+        return Answer(question=text, topic_entity=topic.id, method=self.method, answers=mapped.answers,
                       relation_path=list(beam[0].relations) or None,
-                      reasoning=reasoning, raw_output=final)
+                      reasoning=reasoning, raw_output=mapped.raw_output)
 
     def _label(self, entity: str) -> str | None:
         try:
