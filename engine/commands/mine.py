@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -15,6 +14,7 @@ from typing import Any
 import click
 from kgengine.cli_common import check_output_file, connect, graph_option, show_progress, store_option
 from kgengine.errors import KGEngineError
+from kgengine.fsutil import atomic_path
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import AMIE_COLUMNS, MinedRule, write_json, write_tsv
 from kgengine.mining.rules import RuleType, parse_rule
@@ -43,14 +43,11 @@ def summary_table(rules: list[MinedRule]) -> Table:
 
 def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """Write to a temporary sibling and rename: an interrupted run never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        write(tmp)
-        tmp.replace(path)
+        with atomic_path(path) as partial:
+            write(partial)
     except OSError as exc:  # checked writable before mining; now the disk is full or the like
         raise KGEngineError(f"cannot write {path}: {exc}") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 @click.command()

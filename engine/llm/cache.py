@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
+from kgengine.fsutil import write_text_atomically
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
 def default_cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("kgengine")) / "llm"
+    return cache_dir("llm")
 
 
 def canonical_json(value: Any) -> str:
@@ -61,14 +60,7 @@ class ResponseCache:
         path = self.path(namespace, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         text = canonical_json({"namespace": namespace, "key": key, "payload": payload})
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem[:8], suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomically(path, text)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.rglob("*.json"))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgengine.fsutil import write_text_atomically
 from kgengine.model import Entity, Relation
 from kgengine.questions import read_training
 from kgengine.rag.paths import (
@@ -178,9 +179,7 @@ def learn_model(
                              progress=progress)
     model = PathModel(learned, [str(p) for p in train_paths], questions, skipped)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(model.to_json()), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomically(path, json.dumps(model.to_json()))
     return model
 
 

@@ -16,13 +16,12 @@ from the complete one."""
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kgengine.config import cache_dir
-from kgengine.errors import KGEngineError
+from kgengine.fsutil import atomic_path
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule, read_rules, write_tsv
 from kgengine.mining.presets import BRINK_MINING, mine_brink_rules
@@ -56,9 +55,7 @@ class RuleSet:
 
 def cache_path(store: KGStore, graph: str, max_len: int, cache_dir: Path | None = None) -> Path:
     """Per store, graph and load stamp: reloading the graph (a new stamp) invalidates it."""
-    info = store.graph_info(graph)
-    if info is None:
-        raise KGEngineError(f"no graph {graph!r} in {store.location}")
+    info = store.require_graph(graph)
     key = "\t".join([store.location, graph, info.loaded_at, str(info.triples), str(max_len),
                      repr((BRINK_MINING.min_conf, BRINK_MINING.min_pca, BRINK_MINING.min_hc))])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -85,12 +82,8 @@ def load_rules(
     log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
     rules = mine_brink_rules(store, graph, max_len, threads)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write_tsv(rules, tmp)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as partial:
+        write_tsv(rules, partial)
     return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use, cached at {path}")
 
 
