@@ -223,3 +223,41 @@ def test_tog_through_eval_sweeps_its_beam_width(tmp_path: Path, llm_server: Any)
         "eval", "--questions", str(questions), "--method", "tog", "--graph", "movies",
         "--store", str(store_dir), "--option", "beam=2", "--no-plots", "-o", str(tmp_path / "bad")])
     assert bad.exit_code != 0 and "beam_width" in bad.output and "Traceback" not in bad.output
+
+
+# ---- planning: the LLM picks the relation path, the graph answers ---------------------------------
+def test_plan_follows_the_path_the_llm_picks_from_those_the_graph_offers(
+        movie_graph: tuple[Any, str], llm_server: Any, tmp_path: Path) -> None:
+    store, graph = movie_graph
+    wanted = "directed by → directed by (reverse)"
+
+    def pick(request: FakeRequest) -> str:
+        listed = re.findall(r"^(\d+)\. (.+)$", request.prompt, re.MULTILINE)
+        return next(number for number, text in listed if text == wanted)
+
+    server = llm_server(pick)
+    settings = AnswerSettings(hops=2, cache_dir=tmp_path / "cache", llm_base_url=server.base_url,
+                              llm_model="fake", llm_api_key="k", llm_cache=tmp_path / "llm-cache")
+    answerer = build_answerer(store, graph, "plan", settings, {"max_choices": "40", "use_rules": "false"})
+    answer = answerer.answer(Question("which movies share the director of [Inception]", "Inception"))
+    (request,) = server.requests
+    listed = re.findall(r"^\d+\. (.+)$", request.prompt, re.MULTILINE)
+    # the graph's one-step paths out of Inception are all offered, each path once
+    assert len(listed) == len(set(listed)) and wanted in listed
+    assert {"directed by", "written by", "starred actors", "release year", "has genre"} <= set(listed)
+    assert answer.relation_path == ["directed_by", "^directed_by"] and answer.learned_from == "llm-plan"
+    assert sorted(a.id for a in answer.answers) == ["Dunkirk", "Interstellar"]
+    for scored in answer.answers:
+        (evidence,) = scored.evidence
+        assert [t.relation for t in evidence.path] == ["directed_by", "directed_by"]
+
+
+def test_plan_falls_back_to_the_offline_proposal_and_says_so(movie_graph: tuple[Any, str], llm_server: Any,
+                                                            tmp_path: Path) -> None:
+    store, graph = movie_graph
+    server = llm_server(lambda r: "I am not sure.")
+    answer = build_answerer(store, graph, "plan", settings_for(server, tmp_path)).answer(
+        Question("who directed [Inception]", "Inception"))
+    assert any("names none of the" in line for line in answer.reasoning)
+    assert answer.relation_path == ["directed_by"]
+    assert [a.id for a in answer.answers] == ["Christopher Nolan"]

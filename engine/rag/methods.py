@@ -46,6 +46,7 @@ BUILTIN_METHODS: dict[str, str] = {
     "llm-kg": "kgengine.rag.llm_methods:LLM_KG",
     "full": "kgengine.rag.llm_methods:FULL",
     "tog": "kgengine.rag.tog:TOG",
+    "plan": "kgengine.rag.planning:PLAN",
 }
 
 Log = Callable[[str], None]
@@ -328,6 +329,12 @@ class MethodContext:
             return rules
 
         return self._once("rules", make)
+
+    def adjacency(self) -> Any:
+        """The graph in memory as entity -> step -> neighbours (learning paths, planning)."""
+        from kgengine.rag.paths import GraphAdjacency
+
+        return self._once("adjacency", lambda: GraphAdjacency(self.store.triples(self.graph)))
 
     def surface(self) -> Any:
         from kgengine.rag.verbalise import SurfaceForms

@@ -37,7 +37,7 @@ from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Ques
 from kgengine.rag.embeddings import normalised_encoder
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
-from kgengine.rag.paths import GraphAdjacency, RelationPath, Step, format_path, pattern_of
+from kgengine.rag.paths import RelationPath, Step, format_path, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.store import KGStore
@@ -126,8 +126,13 @@ class OfflineAnswerer(BaseAnswerer):
                 path = zero_shot.path
                 reasoning.append(f"nothing found; zero-shot: {zero_shot.describe()}")
                 candidates = self.candidates(topic, path, reasoning, timings)
+        return self.result(question, topic, path, linked.learned_from, candidates, reasoning)
+
+    def result(self, question: Question, topic: str, path: RelationPath, learned_from: str | None,
+               candidates: dict[str, Candidate], reasoning: list[str]) -> Answer:
+        """The answer from a path's candidates: ranked, cut (the cut said), written out."""
         threshold = self.threshold(path)
-        answers = self._rank(candidates, threshold)
+        answers = self.rank(candidates, threshold)
         dropped = len(candidates) - len(answers)
         if dropped:
             learned = " (cut learned on the training split)" if threshold != self.min_score else ""
@@ -137,7 +142,7 @@ class OfflineAnswerer(BaseAnswerer):
                              + (" ..." if len(answers) > 10 else ""))
         return Answer(
             question=question.text, topic_entity=topic, method=self.method, answers=answers,
-            relation_path=format_path(path), learned_from=linked.learned_from,
+            relation_path=format_path(path), learned_from=learned_from,
             reasoning=reasoning, raw_output=", ".join(self.surface(a.id) for a in answers),
         )
 
@@ -145,11 +150,11 @@ class OfflineAnswerer(BaseAnswerer):
         return self.thresholds.get(path[0], self.min_score) if len(path) == 1 else self.min_score
 
     def candidates(self, topic: str, path: RelationPath, reasoning: list[str] | None = None,
-                   timings: dict[str, float] | None = None) -> dict[str, _Candidate]:
+                   timings: dict[str, float] | None = None) -> dict[str, Candidate]:
         """Direct answers of the path and rule-guided candidates, before ranking and cut."""
         reasoning = [] if reasoning is None else reasoning
         timings = {} if timings is None else timings
-        candidates: dict[str, _Candidate] = {}
+        candidates: dict[str, Candidate] = {}
         step_rules = (self.rules.for_step(path[0])
                       if self.rules is not None and len(path) == 1 else [])
         use_direct = not self.rule_guided or not step_rules
@@ -157,7 +162,7 @@ class OfflineAnswerer(BaseAnswerer):
         if use_direct and path:
             result = follow_path(self.store, self.graph, topic, path, self.evidence_per_answer)
             for entity, paths in result.answers.items():
-                c = candidates.setdefault(entity, _Candidate())
+                c = candidates.setdefault(entity, Candidate())
                 c.direct = True
                 c.paths += result.counts[entity]
                 c.evidence += [Evidence(p) for p in paths]
@@ -169,7 +174,7 @@ class OfflineAnswerer(BaseAnswerer):
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer)
             for entity, found in derived.items():
-                c = candidates.setdefault(entity, _Candidate())
+                c = candidates.setdefault(entity, Candidate())
                 c.rules.update(found.rules)
                 c.paths += len(found.evidence)
                 c.evidence += found.evidence[: self.evidence_per_answer]
@@ -179,7 +184,7 @@ class OfflineAnswerer(BaseAnswerer):
         timings["rules_ms"] = _ms(mark)
         return candidates
 
-    def _rank(self, candidates: dict[str, _Candidate], threshold: float) -> list[ScoredAnswer]:
+    def rank(self, candidates: dict[str, Candidate], threshold: float) -> list[ScoredAnswer]:
         scored = []
         for entity, c in candidates.items():
             score = c.score
@@ -193,7 +198,7 @@ class OfflineAnswerer(BaseAnswerer):
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     direct: bool = False
     paths: int = 0  # grounded paths found (direct and rule bodies): the tie-breaker
     evidence: list[Evidence] = field(default_factory=list)
@@ -273,7 +278,9 @@ class OfflineOptions:
                 raise KGEngineError(f"--option {name} must be between 0 and 1, got {getattr(self, name)}")
 
 
-def _build(context: MethodContext, options: OfflineOptions, rule_guided: bool) -> OfflineAnswerer:
+def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule_guided: bool
+                           ) -> OfflineAnswerer:
+    """The offline answerer (``rule_guided``: the rules' candidates first) on the context's graph."""
     store, graph, settings, log = context.store, context.graph, context.settings, context.log
     linker = context.linker()
     rules: RuleSet | None = context.rules() if options.use_rules or rule_guided else None
@@ -316,7 +323,7 @@ def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None
 
 def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
     store, graph, settings = context.store, context.graph, context.settings
-    adjacency = GraphAdjacency(store.triples(graph))
+    adjacency = context.adjacency()
     done = [0]
 
     def advance(n: int) -> None:
@@ -335,9 +342,9 @@ def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
 
 OFFLINE = MethodSpec(
     "the linked relation path plus rule-guided candidates (no LLM)",
-    lambda context, options: _build(context, options, rule_guided=False),
+    lambda context, options: build_offline_answerer(context, options, rule_guided=False),
     OfflineOptions, frozenset({Need.RULES, Need.TRAINING}), default_without_llm=True)
 RULE_GUIDED = MethodSpec(
     "the mined rules' candidates only, the direct path where no rule applies (no LLM)",
-    lambda context, options: _build(context, options, rule_guided=True),
+    lambda context, options: build_offline_answerer(context, options, rule_guided=True),
     OfflineOptions, frozenset({Need.RULES, Need.TRAINING}))
