@@ -261,3 +261,45 @@ def test_plan_falls_back_to_the_offline_proposal_and_says_so(movie_graph: tuple[
     assert any("names none of the" in line for line in answer.reasoning)
     assert answer.relation_path == ["directed_by"]
     assert [a.id for a in answer.answers] == ["Christopher Nolan"]
+
+
+def test_eval_answers_questions_at_once_with_llm_concurrency(tmp_path: Path, llm_server: Any) -> None:
+    import threading
+    import time
+
+    lock, in_flight, most = threading.Lock(), [0], [0]
+
+    def slow(request: FakeRequest) -> str:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.3)
+        with lock:
+            in_flight[0] -= 1
+        return "Christopher Nolan"
+
+    server = llm_server(slow)
+    store_dir = tmp_path / "store"
+    with OxigraphStore(str(store_dir)) as store:
+        store.load("movies", MOVIES, dataset="tsv")
+    questions = tmp_path / "questions.jsonl"
+    films = ["Inception", "Interstellar", "Dunkirk", "The Town"]
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"who directed [{film}]",
+                                             "topic_entity": film, "answers": ["Christopher Nolan"],
+                                             "hard_answer": "Christopher Nolan"}) + "\n"
+                                 for i, film in enumerate(films)), encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "eval", "--questions", str(questions), "--method", "llm", "--graph", "movies",
+        "--store", str(store_dir), "--llm-concurrency", "4", "--option", "llm_model=fake",
+        "--option", f"llm_base_url={server.base_url}", "--option", "llm_cache=off", "--no-plots",
+        "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert most[0] >= 2  # several questions were with the server at once
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in records] == ["q0", "q1", "q2", "q3"]  # still written in question order
+    assert all(r["usage"]["requests"] == 1 and r["usage"]["cache_hits"] == 0 for r in records)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (figures,) = summary["settings"].values()
+    assert figures["cost"]["requests_per_question"] == 1.0 and figures["cost"]["cache_hits"] == 0
+    assert figures["cost"]["p50_ms"] >= 300.0

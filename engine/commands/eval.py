@@ -56,6 +56,9 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
               "each method's), e.g. --option embedding_model=NAME --option min_score=0.6.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2",
               help="Sweep a method option like --hops, e.g. --sweep beam_width=1,2,3 (repeatable).")
+@click.option("--llm-concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Questions answered at once, and LLM requests in flight (for a server that batches: "
+              "vLLM, a llama.cpp server with several slots).")
 @click.option("--split-on-spaces", is_flag=True, help="Score with the official --split-on-spaces.")
 @click.option("--plots/--no-plots", default=True, help="Write PNG plots.")
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -66,7 +69,7 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
                methods: tuple[str, ...], graph_specs: tuple[str, ...], hops: str | None, top_k: str | None,
                train_path: Path | None, sample: int | None, seeds: str | None, heldout_share: float | None,
                heldout_seed: int, heldout_by: str, ceiling: bool, labels: str | None,
-               extra_options: tuple[str, ...], sweeps: tuple[str, ...],
+               extra_options: tuple[str, ...], sweeps: tuple[str, ...], llm_concurrency: int,
                split_on_spaces: bool, plots: bool, out_dir: Path | None, store_location: str | None) -> None:
     """Evaluate `kgengine ask` methods on question sets: strict BRINK metrics (the official
     evaluator's semantics), MetaQA Hit@1, complete vs incomplete KGs, seeded samples, sweeps.
@@ -90,7 +93,8 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         graph_specs=graph_specs, hops=hops, top_k=top_k, train=train_path, sample=sample, seeds=seeds,
         heldout_share=heldout_share, heldout_seed=heldout_seed, heldout_by=heldout_by, ceiling=ceiling,
         labels=labels,
-        extra_options=extra_options, sweeps=sweeps, split_on_spaces=split_on_spaces, plots=plots,
+        extra_options=extra_options, sweeps=sweeps, llm_concurrency=llm_concurrency,
+        split_on_spaces=split_on_spaces, plots=plots,
         out_dir=out_dir,
     )
     check_methods(request.methods)

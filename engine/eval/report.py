@@ -118,7 +118,30 @@ def setting_summary(records: Sequence[Mapping[str, Any]], samples: Mapping[int, 
     rule_types = by_rule_type(records, scores)
     if rule_types:
         out["by_rule_type"] = rule_types
+    out["cost"] = question_cost(records)
     return out
+
+
+def question_cost(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per question: wall time (p50 / p95 ms, every record of the setting) and, for the LLM
+    methods, requests and tokens (means). ``cache_hits`` says how many replies came from the
+    response cache: latencies with hits are not a model's (run with ``llm_cache=off``)."""
+    millis = sorted(float(r.get("seconds") or 0.0) * 1000.0 for r in records)
+    out: dict[str, Any] = {"p50_ms": percentile(millis, 50), "p95_ms": percentile(millis, 95)}
+    usage = [r.get("usage") or {} for r in records]
+    if any(usage):
+        for key in ("requests", "prompt_tokens", "completion_tokens"):
+            out[f"{key}_per_question"] = mean([float(u.get(key, 0)) for u in usage])
+        out["cache_hits"] = sum(int(u.get("cache_hits", 0)) for u in usage)
+    return out
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank percentile of already sorted values (None for none)."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-len(sorted_values) * q // 100))
+    return round(sorted_values[int(rank) - 1], 3)
 
 
 # ---- misses -----------------------------------------------------------------------------------
@@ -199,6 +222,16 @@ def markdown(summary: Mapping[str, Any]) -> str:
                   "|---|---|---|---|---|---|"]
         lines += [f"| {k} | {kind} | {fmt(v['hits_any'])} | {fmt(v['hits_hard'])} | {fmt(v['hhr'])} "
                   f"| {v['n']} |" for k, kind, v in rule_rows]
+    lines += ["", "Cost per question (wall time of every answer; LLM requests and tokens; replies from the "
+              "response cache make a latency no model's):", "",
+              "| setting | p50 ms | p95 ms | requests | prompt tokens | completion tokens | cache hits |",
+              "|---|---|---|---|---|---|---|"]
+    for key, s in summary["settings"].items():
+        cost = s.get("cost", {})
+        cells = [fmt(cost.get(k)) for k in ("p50_ms", "p95_ms", "requests_per_question",
+                                            "prompt_tokens_per_question", "completion_tokens_per_question",
+                                            "cache_hits")]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
     causes = summary.get("miss_causes", {})
     if any(causes.values()):
         lines += ["", "Miss analysis (cause of each missed question):", "", "| setting | cause | questions |",

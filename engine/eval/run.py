@@ -56,6 +56,7 @@ class EvalRequest:
     labels: str | None = None
     extra_options: Sequence[str] = ()
     sweeps: Sequence[str] = ()  # KEY=V1,V2,...: a method option swept like hops and top-k
+    llm_concurrency: int = 1  # questions answered at once (an LLM server that batches)
     split_on_spaces: bool = False
     plots: bool = True
     answer_options: Mapping[str, Any] = field(default_factory=dict)  # Python callers: typed extras
@@ -237,7 +238,10 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
     # reproducible and never reads what another version left in the user cache
     extra = {"cache_dir": out_dir / "cache", **extra}
     with ExitStack() as resources:  # e.g. a local LLM server started for the run
-        by_setting = run_plan(plan, factory or store_factory(store, extra, log, resources), results, progress)
+        if request.llm_concurrency > 1:
+            extra.setdefault("llm_concurrency", request.llm_concurrency)
+        by_setting = run_plan(plan, factory or store_factory(store, extra, log, resources), results, progress,
+                              workers=request.llm_concurrency)
 
     index = GraphIndex(store)
     ceilings: dict[str, float] = {}

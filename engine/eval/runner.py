@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ def result_record(setting: Setting, q: QuestionRecord, answer: Answer | None, er
         if answer else [],
         "error": error,
         "seconds": round(seconds, 4),
+        "usage": answer.usage if answer else {},
         "gold": q.gold(),
     }
 
@@ -100,10 +102,12 @@ class ResultLog:
 
 
 def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: AnswererFactory,
-             log: ResultLog, progress: bool = False) -> dict[str, list[dict[str, Any]]]:
+             log: ResultLog, progress: bool = False, workers: int = 1) -> dict[str, list[dict[str, Any]]]:
     """Answer each setting's questions (skipping those already in ``log``); the records per
     setting key, in question order. An answerer error a user can cause (KGEngineError, e.g.
-    an entity it cannot link) is recorded as a miss with its message; anything else stops."""
+    an entity it cannot link) is recorded as a miss with its message; anything else stops.
+    ``workers`` > 1 answers that many questions at once (for an LLM server that batches;
+    every answerer keeps its state per call), the records still written in question order."""
     pending = [(s, [q for q in qs if log.done(s, q.id) is None]) for s, qs in plan]
     total = sum(len(qs) for _, qs in pending)
     with progress_bar("eval", total=total, enabled=progress) as bar:
@@ -112,13 +116,16 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: 
                 continue
             bar.update(description=setting.key)
             answerer = factory(setting)
-            for q in questions:
+
+            def timed(q: QuestionRecord, answerer: Answerer = answerer) -> tuple[Answer, float]:
                 started = time.perf_counter()
-                answer = answer_or_error(answerer, q.question)
-                error = answer.error
-                log.append(result_record(setting, q, None if error else answer, error,
-                                         time.perf_counter() - started))
-                bar.advance()
+                return answer_or_error(answerer, q.question), time.perf_counter() - started
+
+            with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+                for q, (answer, seconds) in zip(questions, pool.map(timed, questions), strict=True):
+                    error = answer.error
+                    log.append(result_record(setting, q, None if error else answer, error, seconds))
+                    bar.advance()
     out: dict[str, list[dict[str, Any]]] = {}
     for setting, questions in plan:
         records = out.setdefault(setting.key, [])

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 
+USAGE_KEYS = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")
 # the one default of each setting every method shares (kgengine.rag.methods.AnswerSettings)
 DEFAULT_HOPS = 3  # most hops of a relation path; k-hop retrieval depth
 DEFAULT_TOP_K = 20  # triples put in front of an LLM
@@ -70,6 +71,7 @@ class Answer:
     raw_output: str = ""
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds, "total_ms" always
     error: str | None = None  # a failed question: why (then no answers)
+    usage: dict[str, int] = field(default_factory=dict)  # LLM requests and tokens of this question
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -80,6 +82,8 @@ class Answer:
         }
         if self.error is not None:
             out["error"] = self.error
+        if self.usage:
+            out["usage"] = self.usage
         return out
 
 
@@ -168,11 +172,16 @@ class BaseAnswerer(ABC):
     def answer(self, question: Question) -> Answer:
         timings = Timings()
         started = time.perf_counter()
-        with timings.step("link_entity_ms"):
-            topic = self.link_topic(question)
-        answer = self.get_answer(question, topic, timings)
+        # an LLM client that counts per thread (kgengine.llm's) gives the question's usage
+        track = getattr(getattr(getattr(self, "llm", None), "stats", None), "track", None)
+        with track() if callable(track) else nullcontext() as usage:
+            with timings.step("link_entity_ms"):
+                topic = self.link_topic(question)
+            answer = self.get_answer(question, topic, timings)
         answer.timings = {**timings.ms, **answer.timings,
                           "total_ms": (time.perf_counter() - started) * 1000.0}
+        if usage is not None:
+            answer.usage = {key: int(getattr(usage, key)) for key in USAGE_KEYS}
         return answer
 
     def link_topic(self, question: Question) -> LinkedEntity | None:

@@ -306,12 +306,12 @@ class MethodContext:
     log: Log = _quiet
     progress: Progress | None = None
     resources: ExitStack = field(default_factory=ExitStack)
-    _parts: dict[str, Any] = field(default_factory=dict)
+    parts: dict[str, Any] = field(default_factory=dict)  # built once each; a caller may put its own
 
     def _once(self, key: str, make: Callable[[], Any]) -> Any:
-        if key not in self._parts:
-            self._parts[key] = make()
-        return self._parts[key]
+        if key not in self.parts:
+            self.parts[key] = make()
+        return self.parts[key]
 
     def linker(self) -> Any:
         from kgengine.rag.linking import GraphEntityLinker
@@ -389,11 +389,13 @@ class MethodContext:
 def build_answerer(store: KGStore, graph: str | None, method: str,
                    settings: AnswerSettings = AnswerSettings(), options: Any = None, *,
                    log: Log = _quiet, progress: Progress | None = None,
-                   resources: ExitStack | None = None) -> Answerer:
+                   resources: ExitStack | None = None, llm: Any = None) -> Answerer:
     """The answerer of ``method`` for ``graph`` of ``store``. ``options``: the method's own
     options (an instance of its dataclass, a mapping of KEY=VALUE settings, or None for its
-    defaults). ``log`` receives one-line notes (rules mined or read from the cache, patterns
-    learned); ``progress(done, total)`` is called during long preparation."""
+    defaults). ``llm``: an :class:`kgengine.llm.LLM` to use instead of the configured endpoint
+    (a Python user's own client, a benchmark's uncached one). ``log`` receives one-line notes
+    (rules mined or read from the cache, patterns learned); ``progress(done, total)`` is called
+    during long preparation."""
     spec = method_spec(method)
     settings.check()
     if options is None or isinstance(options, Mapping):
@@ -404,6 +406,8 @@ def build_answerer(store: KGStore, graph: str | None, method: str,
     graph = resolve_graph(store, graph)  # the graph named, or the store's only one
     context = MethodContext(store, graph, method, settings, log, progress,
                             resources if resources is not None else ExitStack())
+    if llm is not None:
+        context.parts["llm"] = llm
     return spec.build(context, options)
 
 
