@@ -1,0 +1,210 @@
+"""Every LLM method beside ``offline``, with the packaged local model (SmolLM2-135M-Instruct,
+``kgengine llm serve``, 1 thread) or any endpoint you name — measured through the real CLI
+(``kgengine eval``), the response cache off (latencies are the model's):
+
+- MetaQA 1/2/3-hop test, a seeded sample per hop, relation paths learned from dev: Hit@1;
+- BRINK Family test split (built as the README says), complete vs incomplete KG, private
+  ids and text labels (BRINK Fig. 4's question: does the model lean on memorised labels? On
+  Family the text labels are the dataset ids, so the two forms differ only in the ids);
+- the planning method against ``offline`` where the offline linker is weakest: MetaQA with
+  20% of the text patterns, and with 20% of the question types, withheld from learning;
+- per setting: p50/p95 latency per question, LLM requests, prompt and completion tokens per
+  question (``kgengine eval``'s cost table).
+
+    python bench/llm.py [--sample 5] [--work DIR] [--base-url URL --model NAME] [--parts ...]
+
+Prints the tables and writes bench/results/llm.json. Against a 7B model on a GPU server:
+``--base-url http://HOST:8000/v1 --model Qwen/Qwen2.5-7B-Instruct`` (vLLM) — see docs/llm.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("KGENGINE_SHARED", REPO.parent / "shared")) / "datasets"
+KGENGINE = str(Path(sys.executable).with_name("kgengine"))
+RESULTS = REPO / "bench" / "results" / "llm.json"
+LLM_METHODS = ("llm", "llm-qd", "llm-kg", "full", "tog", "plan")
+PARTS = ("metaqa", "brink", "heldout")
+
+
+def sh(*args: str, env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    print("$ kgengine " + " ".join(args[1:]), file=sys.stderr, flush=True)
+    done = subprocess.run(args, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(args)}\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def evaluate(out: Path, endpoint: list[str], *args: str) -> dict[str, Any]:
+    seconds = sh(
+        KGENGINE, "eval", *args, "--no-plots", *endpoint, "--option", "llm_cache=off", "-o", str(out)
+    )
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return {
+        "command": "kgengine eval " + " ".join(args),
+        "seconds": round(seconds, 1),
+        "settings": summary["settings"],
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| part | setting | Hit@1 | Hits@Any | F1 | Hits@Hard | errors | p50 ms | p95 ms | requests | "
+        "prompt tok. | completion tok. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(value: Any) -> str:
+        return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
+
+    for part, run in results.items():
+        for key, s in run["settings"].items():
+            cost = s.get("cost", {})
+            lines.append(
+                f"| {part} | {key} | "
+                + " | ".join(
+                    cell(v)
+                    for v in (
+                        s.get("hit@1"),
+                        s.get("hits_any"),
+                        s.get("f1"),
+                        s.get("hits_hard"),
+                        s.get("errors"),
+                        cost.get("p50_ms"),
+                        cost.get("p95_ms"),
+                        cost.get("requests_per_question"),
+                        cost.get("prompt_tokens_per_question"),
+                        cost.get("completion_tokens_per_question"),
+                    )
+                )
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sample", type=int, default=5, help="questions per question set (seed 0)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/kgengine-bench-llm"))
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="an OpenAI-compatible endpoint [default: the packaged model, started for the run]",
+    )
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--methods", default=",".join(LLM_METHODS))
+    parser.add_argument("--parts", default=",".join(PARTS))
+    args = parser.parse_args()
+    parts = [p for p in args.parts.split(",") if p]
+    args.work.mkdir(parents=True, exist_ok=True)
+    store = args.work / "store"
+    env = {**os.environ, "KGENGINE_CACHE": str(args.work / "cache"), "KGENGINE_DATA": str(DATA)}
+    os.environ.update(env)
+    results: dict[str, Any] = {}
+    with ExitStack() as stack:
+        if args.base_url is None:
+            from kgengine.llm.local import LocalServer, find_model
+
+            server = stack.enter_context(LocalServer(find_model(None), port=0))
+            local = server.start()
+            endpoint = ["--option", f"llm_base_url={local.base_url}", "--option", f"llm_model={local.model}"]
+            model = (
+                f"{local.model} (packaged, {local.threads} thread(s), {local.context_length}-token context)"
+            )
+        else:
+            endpoint = ["--option", f"llm_base_url={args.base_url}", "--option", f"llm_model={args.model}"]
+            model = f"{args.model} at {args.base_url}"
+        methods = "offline," + args.methods
+        if not (store / "metaqa-loaded").exists() and ("metaqa" in parts or "heldout" in parts):
+            sh(KGENGINE, "load", "metaqa", "--path", str(DATA / "metaqa"), "--store", str(store), env=env)
+            (store / "metaqa-loaded").touch()
+        sets = ["--questions", "metaqa-1hop", "--questions", "metaqa-2hop", "--questions", "metaqa-3hop"]
+        if "metaqa" in parts:
+            results["metaqa"] = evaluate(
+                args.work / "metaqa",
+                endpoint,
+                *sets,
+                "--graph",
+                "metaqa",
+                "--method",
+                methods,
+                "--sample",
+                str(args.sample),
+                "--store",
+                str(store),
+            )
+        if "brink" in parts:
+            build = args.work / "brink-family"
+            if not (build / "questions_test.jsonl").exists():
+                sh(KGENGINE, "load", "family", "--store", str(store), env=env)
+                sh(
+                    KGENGINE,
+                    "brink",
+                    "build",
+                    "--graph",
+                    "family-facts",
+                    "--store",
+                    str(store),
+                    "--rules",
+                    str(REPO / "engine" / "brink" / "data" / "family_amie3_len3.tsv"),
+                    "-o",
+                    str(build),
+                    env=env,
+                )
+            for labels in ("private", "text"):
+                results[f"brink-family-{labels}"] = evaluate(
+                    args.work / f"brink-{labels}",
+                    endpoint,
+                    "--questions",
+                    str(build),
+                    "--labels",
+                    labels,
+                    "--method",
+                    methods,
+                    "--sample",
+                    str(args.sample),
+                    "--store",
+                    str(store),
+                )
+        if "heldout" in parts:
+            for by in ("pattern", "qtype"):
+                results[f"metaqa-heldout-{by}"] = evaluate(
+                    args.work / f"heldout-{by}",
+                    endpoint,
+                    *sets,
+                    "--graph",
+                    "metaqa",
+                    "--method",
+                    "offline,plan",
+                    "--heldout-share",
+                    "0.2",
+                    "--heldout-by",
+                    by,
+                    "--sample",
+                    str(args.sample * 4),
+                    "--store",
+                    str(store),
+                )
+    print(f"model: {model}; sample {args.sample} per set (seed 0); LLM response cache off\n")
+    print(table(results))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps({"model": model, "sample": args.sample, "results": results}, indent=1) + "\n",
+        encoding="utf-8",
+    )
+
+
+if __name__ == "__main__":
+    main()
