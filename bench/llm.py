@@ -148,7 +148,18 @@ def main() -> None:
         if "brink" in parts:
             build = args.work / "brink-family"
             if not (build / "questions_test.jsonl").exists():
-                sh(KGENGINE, "load", "family", "--store", str(store), env=env)
+                sh(
+                    KGENGINE,
+                    "load",
+                    "family",
+                    "--splits",
+                    "facts",
+                    "--graph",
+                    "family-facts",
+                    "--store",
+                    str(store),
+                    env=env,
+                )
                 sh(
                     KGENGINE,
                     "brink",

@@ -11,6 +11,11 @@ class KGEngineError(Exception):
     """Base class: a problem the user can fix (bad input, missing graph, bad option)."""
 
 
+class ServiceError(KGEngineError):
+    """A service the run depends on failed (an LLM endpoint down or too slow): unlike a
+    question that cannot be answered, it makes an evaluation's scores wrong, so it fails it."""
+
+
 class InvalidParameterError(KGEngineError, ValueError):
     """A parameter value out of its domain (a graph name, a number of hops, an output path);
     also a ``ValueError`` for library callers."""

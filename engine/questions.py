@@ -25,7 +25,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -174,6 +174,8 @@ def brink_record(record: Mapping[str, Any], path: Path, number: int, line: str, 
     text = _need(record, "question", path, number, line)
     if not isinstance(text, str):
         raise InputError(str(path), number, line, "'question' must be a string")
+    if not text.strip():
+        raise InputError(str(path), number, line, "empty question")
     topic = record.get("topic_entity")
     question = Question(text=text, topic_entity=None if topic is None else str(topic))
     if not gold:
@@ -356,11 +358,27 @@ def readers_help() -> str:
     return ", ".join(r.description for r in question_readers().values())
 
 
+def check_unique_ids(records: Sequence[QuestionRecord]) -> None:
+    """Two records with one id would be scored as one (the official evaluator keeps the last):
+    an error naming both."""
+    seen: dict[str, QuestionRecord] = {}
+    for record in records:
+        key = json.dumps(record.id, ensure_ascii=False)
+        if key in seen:
+            first = seen[key]
+            file, _, line = record.source.rpartition(":")
+            raise InputError(file or "questions", int(line) if line.isdigit() else 0, record.question.text,
+                             f"question id {record.id!r} is used twice (also at {first.source})")
+        seen[key] = record
+
+
 def load_question_set(spec: str, split: str | None = None) -> QuestionSet:
     """The question set ``spec`` names, read by the first reader that recognises it."""
     for reader in question_readers().values():
         if reader.matches(spec):
-            return reader.read(spec, split)
+            qset = reader.read(spec, split)
+            check_unique_ids(qset.questions)
+            return qset
     path = Path(spec)
     if not path.exists():
         raise KGEngineError(f"--questions {spec!r}: not a MetaQA name (metaqa-1hop, metaqa-2hop:dev, ...), "
@@ -382,6 +400,7 @@ def read_question_file(path: Path, *, gold: bool = False, what: str = "questions
         readers = [QUESTION_READERS["brink-jsonl" if first.lstrip().startswith("{") else "metaqa-file"]]
     assert readers[0].records is not None
     records = readers[0].records(path, gold)
+    check_unique_ids(records)
     if not records and not allow_empty:
         raise KGEngineError(f"{what} file {path} holds no questions")
     return records

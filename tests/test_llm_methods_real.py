@@ -96,7 +96,8 @@ def family_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("real-llm-family")
     store, out = root / "store", root / "fam"
     runner = CliRunner()
-    result = runner.invoke(main, ["load", "family", "--store", str(store)])
+    result = runner.invoke(main, ["load", "family", "--splits", "facts", "--graph", "family-facts",
+                                  "--store", str(store)])
     assert result.exit_code == 0, result.output
     rules = Path(__file__).resolve().parent.parent / "engine" / "brink" / "data" / "family_amie3_len3.tsv"
     result = runner.invoke(

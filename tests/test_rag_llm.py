@@ -221,8 +221,11 @@ def test_a_second_run_is_answered_from_the_cache(movies, llm_server, tmp_path: P
     again = answerer("full", movies, llm, hops=2).answer(question)
     assert len(server.requests) == sent and llm.stats.as_dict() == {"requests": 0, "cache_hits": 5,
                                                                     "retries": 0}
-    strip = lambda a: {k: v for k, v in a.to_json().items() if k != "timings"}  # noqa: E731
+    # what a run cost (timings, usage) differs; the answer does not
+    strip = lambda a: {k: v for k, v in a.to_json().items() if k not in ("timings", "usage")}  # noqa: E731
     assert strip(again) == strip(first)
+    assert first.usage["requests"] == 5
+    assert again.usage == {"requests": 0, "cache_hits": 5, "prompt_tokens": 0, "completion_tokens": 0}
 
 
 def test_retries_on_5xx_and_timeouts_inside_a_pipeline(movies, llm_server, tmp_path: Path) -> None:

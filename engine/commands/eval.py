@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from kgengine.cli_common import connect, show_progress, store_option
+from kgengine.errors import KGEngineError
 from kgengine.eval.files import score_files
 from kgengine.eval.metrics import METRIC_KEYS
 from kgengine.rag.methods import check_methods
@@ -60,7 +61,10 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
               help="Questions answered at once, and LLM requests in flight (for a server that batches: "
               "vLLM, a llama.cpp server with several slots).")
 @click.option("--split-on-spaces", is_flag=True, help="Score with the official --split-on-spaces.")
-@click.option("--plots/--no-plots", default=True, help="Write PNG plots.")
+@click.option("--plots/--no-plots", default=True, help="Write PNG plots (the plots extra).")
+@click.option("--allow-errors", is_flag=True,
+              help="Exit 0 even when questions failed on a service (an LLM endpoint down or too slow); "
+              "they are scored as misses either way (a question that cannot be answered is a miss).")
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
               help="Output directory (results.jsonl, summary.json, summary.md, plots); a rerun resumes.")
 @store_option
@@ -70,7 +74,8 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
                train_path: Path | None, sample: int | None, seeds: str | None, heldout_share: float | None,
                heldout_seed: int, heldout_by: str, ceiling: bool, labels: str | None,
                extra_options: tuple[str, ...], sweeps: tuple[str, ...], llm_concurrency: int,
-               split_on_spaces: bool, plots: bool, out_dir: Path | None, store_location: str | None) -> None:
+               split_on_spaces: bool, plots: bool, allow_errors: bool, out_dir: Path | None,
+               store_location: str | None) -> None:
     """Evaluate `kgengine ask` methods on question sets: strict BRINK metrics (the official
     evaluator's semantics), MetaQA Hit@1, complete vs incomplete KGs, seeded samples, sweeps.
 
@@ -103,6 +108,13 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         summary = run_eval(store, request, progress=show_progress(), log=lambda m: click.echo(m, err=True))
     click.echo((out_dir / "summary.md").read_text(encoding="utf-8"), nl=False)
     click.echo(f"reports in {out_dir} ({len(summary['settings'])} settings)", err=True)
+    failed = {key: s.get("service_errors") or 0 for key, s in summary["settings"].items()}
+    if any(failed.values()) and not allow_errors:
+        worst = ", ".join(f"{key}: {n}" for key, n in failed.items() if n)
+        raise KGEngineError(f"{sum(failed.values())} question(s) failed on a service (the LLM endpoint: "
+                            f"{worst}); their error records "
+                            f"are in {out_dir / 'results.jsonl'} and a rerun asks them again; "
+                            "--allow-errors accepts them as misses")
 
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)

@@ -72,6 +72,7 @@ def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str
     out["permissive_hits_any"] = mean([s["permissive_hits_any"] or 0.0 for s in scores])
     out["permissive_f1"] = mean([s["permissive_f1"] or 0.0 for s in scores])
     out["errors"] = sum(1 for r in records if r.get("error"))
+    out["service_errors"] = sum(1 for r in records if r.get("service_failed"))
     return out
 
 
@@ -106,7 +107,7 @@ def setting_summary(records: Sequence[Mapping[str, Any]], samples: Mapping[int, 
             per_seed[str(seed)] = summarise([records[i] for i in chosen], [scores[i] for i in chosen])
         out = {}
         out["std"] = {}
-        for key in (*SUMMARY_KEYS, "permissive_hits_any", "permissive_f1", "errors"):
+        for key in (*SUMMARY_KEYS, "permissive_hits_any", "permissive_f1", "errors", "service_errors"):
             values = [s[key] for s in per_seed.values()]
             if any(v is None for v in values):
                 out[key] = None

@@ -4,6 +4,8 @@ answering -> reports. The answerers come from ``kgengine.rag.answerers.build_ans
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -24,9 +26,17 @@ from kgengine.eval.protocols import (
     sample,
 )
 from kgengine.eval.report import write_reports
-from kgengine.eval.runner import RESULTS, AnswererFactory, ResultLog, check_extra, run_plan, store_factory
+from kgengine.eval.runner import (
+    RESULTS,
+    AnswererFactory,
+    ResultLog,
+    check_extra,
+    id_key,
+    run_plan,
+    store_factory,
+)
 from kgengine.questions import QuestionRecord, QuestionSet, load_question_set
-from kgengine.rag.methods import check_methods, parse_key_values
+from kgengine.rag.methods import Need, check_methods, method_spec, parse_key_values
 from kgengine.rag.paths import pattern_of
 from kgengine.store import KGStore
 
@@ -123,16 +133,30 @@ def build_graphs(store: KGStore, qset: QuestionSet, log: Log) -> list[GraphSetti
     out = []
     for variant in ("complete", "incomplete"):
         name = f"{graph_name_for(build_dir)}{form}-{variant}"
+        path = build_dir / f"kg_{variant}.tsv"
+        # the graph is this build's only if it was loaded from these very bytes
+        source = f"{path} sha256:{file_digest(path)}{form}"
         info = store.graph_info(name)
-        if info is None or info.status != "complete":
-            path = build_dir / f"kg_{variant}.tsv"
+        if info is None or info.status != "complete" or info.source != source:
+            if info is not None and info.status == "complete":
+                log(f"graph {name!r} does not hold this build's {path.name} (another build or an edited "
+                    "file): reloading it")
             triples = read_dataset("tsv", path).triples
             if mapping is not None:
                 triples = [(mapping.get(h, h), r, mapping.get(t, t)) for h, r, t in triples]
-            store.load(name, triples, dataset=f"brink-{build_dir.name}", source=str(path), replace=True)
+            store.load(name, triples, dataset=f"brink-{build_dir.name}", source=source, replace=True)
             log(f"loaded {path} as graph {name!r}")
         out.append(GraphSetting(variant, name))
     return out
+
+
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 (what identifies a build's KG)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def default_graphs(store: KGStore, sets: Sequence[QuestionSet], log: Log) -> list[GraphSetting]:
@@ -196,9 +220,13 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
     if request.heldout_share is not None:
         sets = [heldout_set(s, request.heldout_share, request.heldout_seed, out_dir, request.heldout_by)
                 for s in sets]
+    learns = [m for m in request.methods if Need.TRAINING in method_spec(m).needs] if factory is None else []
     for s in sets:
         if not s.questions:
             raise KGEngineError(f"question set {s.name} is empty")
+        if s.train is None and learns:
+            log(f"{s.name}: no training split ({s.kind.train_split} by convention; --train FILE gives one): "
+                f"{', '.join(learns)} link relations zero-shot")
     by_name = {s.name: s for s in sets}
     if len(by_name) != len(sets):
         raise KGEngineError("the same question set is given twice")
@@ -231,9 +259,13 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
     (out_dir / "run.json").write_text(json.dumps(_request_json(request, settings), indent=2) + "\n",
                                       encoding="utf-8")
     results = ResultLog(out_dir / RESULTS)
-    already = sum(1 for s, qs in plan for q in qs if results.done(s, q.id) is not None)
-    if already:
-        log(f"resuming: {already:,} answers already in {out_dir / RESULTS}")
+    already = sum(1 for s, qs in plan for q in qs if results.done(s, q) is not None)
+    redone = sum(1 for s, qs in plan for q in qs
+                 if results.done(s, q) is None and (s.key, id_key(q.id)) in results.records)
+    if already or redone:
+        log(f"resuming: {already:,} answers already in {out_dir / RESULTS}"
+            + (f"; {redone:,} asked again (they had failed, or their question, gold, graph or training "
+               "split changed)" if redone else ""))
     # the answerers' caches (mined rules, learned patterns) live with the run, so a run is
     # reproducible and never reads what another version left in the user cache
     extra = {"cache_dir": out_dir / "cache", **extra}
@@ -269,8 +301,12 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
         "metrics": "strict BRINK (official evaluator semantics); hit@1 as KG-RAG §4.2.1; "
                    "permissive_* = substring matching (BRINK App. I), not strict",
     }
+    plots = request.plots
+    if plots and importlib.util.find_spec("matplotlib") is None:
+        log("plots skipped: they need matplotlib (pip install 'kgengine[plots]'); --no-plots says so quietly")
+        plots = False
     summary = write_reports(out_dir, by_setting, sample_ids, meta, kb=index, ceilings=ceilings,
-                            split_on_spaces=request.split_on_spaces, plots=request.plots)
+                            split_on_spaces=request.split_on_spaces, plots=plots)
     return summary
 
 

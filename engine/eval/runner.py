@@ -38,7 +38,7 @@ def top_answer(answer: Answer) -> str | None:
 
 
 def result_record(setting: Setting, q: QuestionRecord, answer: Answer | None, error: str | None,
-                  seconds: float) -> dict[str, Any]:
+                  seconds: float, service_failed: bool = False) -> dict[str, Any]:
     return {
         "id": q.id,
         "setting": setting.key,
@@ -63,6 +63,7 @@ def result_record(setting: Setting, q: QuestionRecord, answer: Answer | None, er
         "evidence_rules": sorted({e.rule for a in answer.answers for e in a.evidence if e.rule})
         if answer else [],
         "error": error,
+        "service_failed": bool(error) and service_failed,
         "seconds": round(seconds, 4),
         "usage": answer.usage if answer else {},
         "gold": q.gold(),
@@ -86,12 +87,21 @@ class ResultLog:
         if data and not data.endswith(b"\n"):
             self.path.write_bytes(data[: data.rfind(b"\n") + 1])
 
-    def done(self, setting: Setting, qid: Any) -> dict[str, Any] | None:
+    def done(self, setting: Setting, question: QuestionRecord | Any) -> dict[str, Any] | None:
+        """The earlier record of ``question`` (a record, or its id) under ``setting``, when it
+        can stand: not a service's failure (a rerun retries those), the same graph, training file and set
+        kind, and — given the record — the same text, topic and gold (an edited file redoes it)."""
+        qid = question.id if isinstance(question, QuestionRecord) else question
         record = self.records.get((setting.key, id_key(qid)))
         train = None if setting.train is None else str(setting.train)
-        if record is None or record.get("graph") != setting.graph or record.get("train") != train \
-                or record.get("metric") != setting.metric:
-            return None  # a different graph, training file or set kind under the same setting name: redo
+        if record is None or record.get("service_failed") or record.get("graph") != setting.graph \
+                or record.get("train") != train or record.get("metric") != setting.metric:
+            return None  # a failure, or another graph, training file or set kind under the name: redo
+        if isinstance(question, QuestionRecord) and (
+                record.get("question") != question.question.text
+                or record.get("topic_entity") != question.question.topic_entity
+                or record.get("gold") != question.gold()):
+            return None  # the question file changed since
         return record
 
     def append(self, record: dict[str, Any]) -> None:
@@ -108,7 +118,7 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: 
     an entity it cannot link) is recorded as a miss with its message; anything else stops.
     ``workers`` > 1 answers that many questions at once (for an LLM server that batches;
     every answerer keeps its state per call), the records still written in question order."""
-    pending = [(s, [q for q in qs if log.done(s, q.id) is None]) for s, qs in plan]
+    pending = [(s, [q for q in qs if log.done(s, q) is None]) for s, qs in plan]
     total = sum(len(qs) for _, qs in pending)
     with progress_bar("eval", total=total, enabled=progress) as bar:
         for setting, questions in pending:
@@ -124,7 +134,8 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: 
             with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
                 for q, (answer, seconds) in zip(questions, pool.map(timed, questions), strict=True):
                     error = answer.error
-                    log.append(result_record(setting, q, None if error else answer, error, seconds))
+                    log.append(result_record(setting, q, None if error else answer, error, seconds,
+                                             answer.service_failed))
                     bar.advance()
     out: dict[str, list[dict[str, Any]]] = {}
     for setting, questions in plan:
@@ -132,7 +143,7 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: 
         seen = {id_key(r["id"]) for r in records}
         for q in questions:
             if id_key(q.id) not in seen:
-                record = log.done(setting, q.id)
+                record = log.records.get((setting.key, id_key(q.id)))
                 assert record is not None  # answered above
                 records.append(record)
                 seen.add(id_key(q.id))

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import httpx2  # the openai client's HTTP library: installed with it (httpx is not)
 import openai
 from kgengine.config import setting
-from kgengine.errors import KGEngineError
+from kgengine.errors import ServiceError
 from kgengine.llm.cache import ResponseCache, default_cache_dir
 from kgengine.llm.replies import (
     FINISHED_LOOP,
@@ -65,7 +65,7 @@ __all__ = ["CACHE_OFF", "Completion", "EmptyReplyError", "LLM", "LLMError", "LLM
            "tokens_left"]
 
 
-class LLMError(KGEngineError):
+class LLMError(ServiceError):
     """The endpoint refused a request or kept failing, or no LLM is configured."""
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kgengine.errors import KGEngineError
+from kgengine.errors import KGEngineError, ServiceError
 from kgengine.model import Triple
 
 USAGE_KEYS = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")
@@ -71,6 +71,7 @@ class Answer:
     raw_output: str = ""
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds, "total_ms" always
     error: str | None = None  # a failed question: why (then no answers)
+    service_failed: bool = False  # the error is a service's (LLM endpoint), not the question's
     usage: dict[str, int] = field(default_factory=dict)  # LLM requests and tokens of this question
 
     def to_json(self) -> dict[str, Any]:
@@ -82,6 +83,7 @@ class Answer:
         }
         if self.error is not None:
             out["error"] = self.error
+            out["service_failed"] = self.service_failed
         if self.usage:
             out["usage"] = self.usage
         return out
@@ -134,6 +136,7 @@ def answer_or_error(answerer: Answerer, question: Question) -> Answer:
         return answerer.answer(question)
     except KGEngineError as exc:
         failed = failed_answer(question, answerer.method, str(exc))
+        failed.service_failed = isinstance(exc, ServiceError)
         failed.timings["total_ms"] = (time.perf_counter() - started) * 1000.0
         return failed
 

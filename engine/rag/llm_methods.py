@@ -39,7 +39,7 @@ from functools import partial
 from typing import Any
 
 from kgengine.answers import normalize_answer, split_raw_output
-from kgengine.errors import KGEngineError
+from kgengine.errors import KGEngineError, ServiceError
 from kgengine.llm import LLM, LLMRequest, Prompt, context_length_of, fit_count, load_prompt, tokens_left
 from kgengine.model import Direction, Triple
 from kgengine.rag.base import (
@@ -288,7 +288,7 @@ class LLMAnswerer(BaseAnswerer):
     # -- steps -------------------------------------------------------------------------------
     def _ask(self, run: _Run, prompt: str, *, stop: Sequence[str] = (), max_tokens: int) -> str:
         if run.deadline is not None and time.monotonic() > run.deadline:
-            raise LLMMethodError(f"the question's time limit ({self.question_timeout:g} s) ran out after "
+            raise ServiceError(f"the question's time limit ({self.question_timeout:g} s) ran out after "
                                  f"{run.requests} LLM request(s)")
         run.requests += 1
         with run.timings.step("llm_ms"):

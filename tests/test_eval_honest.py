@@ -1,0 +1,230 @@
+"""An evaluation never reports a wrong score silently: a rebuilt BRINK directory's KGs are
+reloaded, a dead LLM endpoint fails the run (and a rerun asks those questions again), an
+edited question file is asked again, duplicate ids and empty questions are refused, and
+plots without matplotlib are skipped with one line. Each case failed before: wrong scores
+with exit status 0."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from helpers.toy_kg import MOVIES
+from kgengine.cli import main
+from kgengine.oxigraph_store import OxigraphStore
+
+DIRECTED = [t for t in MOVIES if t.relation == "directed_by"]
+
+
+def write_build(folder: Path, removed: list[Any]) -> Path:
+    """A BRINK-build-shaped folder: the complete KG, the incomplete one without ``removed``,
+    and one test question per removed triple (who directed FILM)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kg_complete.tsv").write_text(
+        "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES), encoding="utf-8"
+    )
+    kept = [t for t in MOVIES if t not in removed]
+    (folder / "kg_incomplete.tsv").write_text(
+        "".join(f"{h}\t{r}\t{t}\n" for h, r, t in kept), encoding="utf-8"
+    )
+    questions = [
+        {
+            "id": f"q-{t.head}",
+            "question": f"who directed [{t.head}]",
+            "topic_entity": t.head,
+            "answers": [t.tail],
+            "hard_answer": t.tail,
+        }
+        for t in removed
+    ]
+    (folder / "questions_test.jsonl").write_text(
+        "".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8"
+    )
+    return folder
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_a_rebuilt_build_directory_is_reloaded_not_reused(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    OxigraphStore(store).close()
+    build = write_build(tmp_path / "fam", removed=DIRECTED[:1])
+    first = run(
+        "eval",
+        "--questions",
+        str(build),
+        "--store",
+        store,
+        "--option",
+        "use_rules=false",
+        "--no-plots",
+        "-o",
+        str(tmp_path / "one"),
+    )
+    assert first.exit_code == 0, first.output
+    # the same folder rebuilt with other removals: the store's incomplete graph must follow
+    write_build(build, removed=DIRECTED[1:3])
+    second = run(
+        "eval",
+        "--questions",
+        str(build),
+        "--store",
+        store,
+        "--option",
+        "use_rules=false",
+        "--no-plots",
+        "-o",
+        str(tmp_path / "two"),
+    )
+    assert second.exit_code == 0, second.output
+    assert "does not hold this build's kg_incomplete.tsv" in second.output
+    with OxigraphStore(store, read_only=True) as opened:
+        held = set(opened.triples("fam-incomplete"))
+    assert held == {t for t in MOVIES if t not in DIRECTED[1:3]}
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dead_endpoint_fails_the_run_and_a_rerun_asks_again(tmp_path: Path, llm_server: Any) -> None:
+    store = str(tmp_path / "store")
+    with OxigraphStore(store) as opened:
+        opened.load("movies", MOVIES, dataset="tsv")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        json.dumps(
+            {
+                "id": "q1",
+                "question": "who directed [Heat]",
+                "topic_entity": "Inception",
+                "answers": ["Christopher Nolan"],
+                "hard_answer": "Christopher Nolan",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    common = [
+        "eval",
+        "--questions",
+        str(questions),
+        "--method",
+        "llm",
+        "--graph",
+        "movies",
+        "--store",
+        store,
+        "--option",
+        "llm_model=fake",
+        "--option",
+        "llm_cache=off",
+        "--no-plots",
+        "-o",
+        str(out),
+    ]
+    dead = run(
+        *common, "--option", f"llm_base_url=http://127.0.0.1:{closed_port()}/v1", "--option", "llm_timeout=2"
+    )
+    assert dead.exit_code == 1 and "failed on a service" in dead.output and "Traceback" not in dead.output
+    (record,) = [
+        json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert record["service_failed"] and record["error"]
+    server = llm_server(lambda r: "Christopher Nolan")
+    fixed = run(*common, "--option", f"llm_base_url={server.base_url}")
+    assert fixed.exit_code == 0, fixed.output
+    assert len(server.requests) == 1  # the failed answer was asked again, not resumed
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (figures,) = summary["settings"].values()
+    assert figures["hits_any"] == 1.0 and figures["errors"] == 0
+
+
+def test_an_edited_question_file_is_asked_again(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    OxigraphStore(store).close()
+    build = write_build(tmp_path / "fam", removed=DIRECTED[:2])
+    out = tmp_path / "out"
+    args = [
+        "eval",
+        "--questions",
+        str(build),
+        "--store",
+        store,
+        "--option",
+        "use_rules=false",
+        "--no-plots",
+        "-o",
+        str(out),
+    ]
+    assert run(*args).exit_code == 0
+    path = build / "questions_test.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    records[0]["answers"] = records[0]["hard_answer"] = "nobody"
+    records[0]["answers"] = ["nobody"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    again = run(*args)
+    assert again.exit_code == 0, again.output
+    assert "asked again" in again.output
+    gold = (
+        {g["id"]: g for g in json.loads((out / "gold" / "gold.json").read_text(encoding="utf-8"))}
+        if (out / "gold" / "gold.json").is_file()
+        else None
+    )
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    latest = {r["id"]: r for r in results if r["graph_setting"] == "complete"}
+    assert latest[records[0]["id"]]["gold"]["answers"] == ["nobody"]
+    del gold
+
+
+def test_duplicate_ids_and_empty_questions_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dup.jsonl"
+    line = {"id": "q1", "question": "who directed [Heat]", "topic_entity": "Heat", "answers": ["Mann"]}
+    path.write_text(
+        json.dumps(line) + "\n" + json.dumps({**line, "question": "another"}) + "\n", encoding="utf-8"
+    )
+    store = str(tmp_path / "store")
+    OxigraphStore(store).close()
+    result = run("eval", "--questions", str(path), "--store", store, "--no-plots", "-o", str(tmp_path / "o"))
+    assert result.exit_code == 1 and f"{path}:2" in result.output and "used twice (also at" in result.output
+    result = run("ask", "--questions", str(path), "--store", store)
+    assert result.exit_code == 1 and "used twice" in result.output
+    path.write_text(json.dumps({**line, "question": "  "}) + "\n", encoding="utf-8")
+    result = run("eval", "--questions", str(path), "--store", store, "--no-plots", "-o", str(tmp_path / "o"))
+    assert result.exit_code == 1 and "empty question" in result.output and "Traceback" not in result.output
+
+
+def test_plots_without_matplotlib_are_skipped_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+    )
+    store = str(tmp_path / "store")
+    OxigraphStore(store).close()
+    build = write_build(tmp_path / "fam", removed=DIRECTED[:1])
+    result = run(
+        "eval",
+        "--questions",
+        str(build),
+        "--store",
+        store,
+        "--option",
+        "use_rules=false",
+        "-o",
+        str(tmp_path / "out"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "plots skipped: they need matplotlib" in result.output
+    assert not list((tmp_path / "out").rglob("*.png"))
