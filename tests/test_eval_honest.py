@@ -170,21 +170,17 @@ def test_an_edited_question_file_is_asked_again(tmp_path: Path) -> None:
     assert run(*args).exit_code == 0
     path = build / "questions_test.jsonl"
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    records[0]["answers"] = records[0]["hard_answer"] = "nobody"
-    records[0]["answers"] = ["nobody"]
+    records[0]["answers"], records[0]["hard_answer"] = ["nobody"], "nobody"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     again = run(*args)
     assert again.exit_code == 0, again.output
     assert "asked again" in again.output
-    gold = (
-        {g["id"]: g for g in json.loads((out / "gold" / "gold.json").read_text(encoding="utf-8"))}
-        if (out / "gold" / "gold.json").is_file()
-        else None
-    )
     results = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     latest = {r["id"]: r for r in results if r["graph_setting"] == "complete"}
     assert latest[records[0]["id"]]["gold"]["answers"] == ["nobody"]
-    del gold
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    complete = next(v for k, v in summary["settings"].items() if "/complete/" in k)
+    assert complete["hits_any"] == 0.5  # the edited gold is scored, not the old one
 
 
 def test_duplicate_ids_and_empty_questions_are_refused(tmp_path: Path) -> None:
