@@ -136,7 +136,9 @@ def read(path: Path, key: dict[str, Any]) -> KGIndex | None:
             for spec in layout.values()]
     if max(ends, default=start) > size:
         return None  # truncated (never by our writer: a copy cut short, a full disk)
-    whole = np.memmap(path, dtype=np.uint8, mode="r")
+    # a plain view of the map: slicing a np.memmap costs ~20 µs a slice, and the index takes
+    # thousands of slices (one per relation and array)
+    whole = np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
     arrays = {}
     for name, spec in layout.items():
         dtype = np.dtype(spec["dtype"])
@@ -150,7 +152,9 @@ def read(path: Path, key: dict[str, Any]) -> KGIndex | None:
         names = bytes(blob).decode("utf-8")
         return names.split(_SEPARATOR) if count else []
 
-    return KGIndex.from_arrays(arrays, header["relations"], entities)
+    index = KGIndex.from_arrays(arrays, header["relations"], entities)
+    index.mapped_from = path
+    return index
 
 
 def _aligned(offset: int) -> int:

@@ -27,6 +27,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -330,6 +331,7 @@ class KGIndex:
         for array in arrays.values():
             array.flags.writeable = False
         self._arrays = arrays
+        self.mapped_from: Path | None = None  # the file the arrays are mapped from, if any
         self._entities: list[str] | None = None if callable(entities) else entities
         self._decode_entities = entities if callable(entities) else None
         self._entity_ids: dict[str, int] | None = None
