@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from fake_llm import Reply
 from helpers.toy_kg import MOVIES
 from kgengine.cli import main
 from kgengine.oxigraph_store import OxigraphStore
@@ -133,14 +134,15 @@ def test_a_dead_endpoint_fails_the_run_and_a_rerun_asks_again(tmp_path: Path, ll
         "-o",
         str(out),
     ]
-    dead = run(
-        *common, "--option", f"llm_base_url=http://127.0.0.1:{closed_port()}/v1", "--option", "llm_timeout=2"
-    )
-    assert dead.exit_code == 1 and "failed on a service" in dead.output and "Traceback" not in dead.output
-    (record,) = [
-        json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
-    assert record["service_failed"] and record["error"]
+    dead = run(*common, "--option", f"llm_base_url=http://127.0.0.1:{closed_port()}/v1")
+    # checked once before the first question: one line, at once
+    assert dead.exit_code == 1 and "does not answer" in dead.output and "Traceback" not in dead.output
+    failing = llm_server(lambda r: Reply("the model is not loaded", status=400))
+    failed = run(*common, "--option", f"llm_base_url={failing.base_url}")
+    assert failed.exit_code == 1 and "failed on a service" in failed.output
+    lines = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    (record,) = [json.loads(line) for line in lines]
+    assert record["service_failed"] and "LLM endpoint" in record["error"]
     server = llm_server(lambda r: "Christopher Nolan")
     fixed = run(*common, "--option", f"llm_base_url={server.base_url}")
     assert fixed.exit_code == 0, fixed.output

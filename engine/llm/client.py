@@ -441,6 +441,21 @@ class OpenAICompatibleLLM:
     def endpoint(self) -> str:
         return self.settings.base_url or "https://api.openai.com/v1"
 
+    def check(self, timeout: float = 10.0) -> None:
+        """Fail at once, in one line, when the endpoint does not answer or refuses the key
+        (``GET /models``): before a run's expensive preparation and its first question. An
+        endpoint without that route (404) passes: it answered."""
+        try:
+            self.client.with_options(timeout=timeout, max_retries=0).models.list()
+        except openai.APIConnectionError as exc:
+            raise LLMError(f"LLM endpoint {self.endpoint} does not answer ({_describe(exc)}); start it, or "
+                           "point --llm-base-url at one that runs") from None
+        except openai.AuthenticationError as exc:
+            raise LLMError(f"LLM endpoint {self.endpoint} refused the API key: "
+                           f"{_error_message(exc)}") from None
+        except openai.APIStatusError:
+            pass  # it answered
+
     # -- the context budget ------------------------------------------------------------------
     @property
     def context_length(self) -> int | None:

@@ -524,11 +524,12 @@ class FullOptions(RetrievalOptions, DecomposeOptions):
 
 
 def _build(context: MethodContext, options: Any, pipeline: Pipeline) -> LLMAnswerer:
+    llm = context.llm()  # first: the endpoint is checked before retrieval and selection are set up
     retriever = selector = None
     if pipeline.uses_kg:
         retriever = context.retriever(options.direction, options.hub_cap)
         selector = context.selector(options.embed_whole_graph)
-    return LLMAnswerer(context.method, pipeline, llm=context.llm(), retriever=retriever, selector=selector,
+    return LLMAnswerer(context.method, pipeline, llm=llm, retriever=retriever, selector=selector,
                        top_k=context.settings.top_k, surface=context.surface(), linker=context.linker(),
                        max_sub_questions=getattr(options, "max_sub_questions", MAX_SUB_QUESTIONS),
                        question_timeout=context.settings.question_timeout)

@@ -359,7 +359,9 @@ class MethodContext:
             if local is not None:
                 overrides = {**local.client_options(), **{k: v for k, v in overrides.items()
                                                             if k not in ("model", "base_url", "api_key")}}
-            return OpenAICompatibleLLM(**{k: v for k, v in overrides.items() if v is not None})
+            llm = OpenAICompatibleLLM(**{k: v for k, v in overrides.items() if v is not None})
+            llm.check()  # a dead endpoint fails here, not after the preparation or per question
+            return llm
 
         return self._once("llm", make)
 

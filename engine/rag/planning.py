@@ -109,9 +109,10 @@ class PlanningAnswerer(BaseAnswerer):
 
 
 def build_planning(context: MethodContext, options: PlanOptions) -> PlanningAnswerer:
+    llm = context.llm()  # first: the endpoint is checked before rules are mined
     offline = build_offline_answerer(context, options, rule_guided=False)
     adjacency = context.adjacency()
-    return PlanningAnswerer(context.method, offline, adjacency, context.llm(), hops=context.settings.hops,
+    return PlanningAnswerer(context.method, offline, adjacency, llm, hops=context.settings.hops,
                             max_choices=options.max_choices,
                             relation_labels=context.store.relation_labels(context.graph))
 
