@@ -166,3 +166,20 @@ def test_ask_prints_the_llm_methods_total_time(store_dir: str, tmp_path: Path, l
     assert "Michael Mann" in out
     total = float(out.strip().splitlines()[-1].removesuffix(" ms"))
     assert total >= 200.0
+
+
+def test_ask_refuses_an_empty_questions_file_and_an_endpoint_without_a_model(
+        store_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    code, _, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", store_dir)
+    assert code == 1 and f"{empty} holds no questions" in err
+    code, out, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", store_dir,
+                         "--allow-empty")
+    assert code == 0 and out == "" and "holds no questions" in err
+    monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.delenv("KGENGINE_LLM_MODEL", raising=False)
+    # an endpoint on the command line means an LLM method: never a silent offline answer
+    code, _, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir,
+                       "--llm-base-url", "http://127.0.0.1:9/v1")
+    assert code == 1 and "no LLM model configured" in err

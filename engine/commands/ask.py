@@ -84,17 +84,20 @@ def _method_help() -> str:
 @click.option("--questions", "questions_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Answer a file: BRINK-schema JSONL (id, question, topic_entity) or a "
                                  "MetaQA qa_*.txt; one JSON object per line on standard output.")
+@click.option("--allow-empty", is_flag=True, help="A --questions file without questions is no error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
 def ask(question: str | None, entity: str | None, graph: str | None, store_location: str | None,
         method: str | None, method_options: tuple[str, ...], hops: int, top_k: int, rules_path: Path | None,
         train: tuple[str, ...], labels: str, embedding_model: str | None, llm_base_url: str | None,
-        llm_model: str | None, llm_cache: Path | None, questions_path: Path | None, as_json: bool) -> None:
+        llm_model: str | None, llm_cache: Path | None, questions_path: Path | None, allow_empty: bool,
+        as_json: bool) -> None:
     """Answer QUESTION over GRAPH, with the relation path, reasoning and evidence paths."""
     if (question is None) == (questions_path is None):
         raise click.UsageError("give a QUESTION or --questions FILE (not both)")
     if questions_path is not None and entity is not None:
         raise click.UsageError("--entity is for one question; a questions file names each topic")
-    method = method or default_method()
+    # an endpoint given on the command line means an LLM method is wanted (never a silent offline run)
+    method = method or default_method(True if (llm_base_url or llm_model) else None)
     shared, options = split_options(method, parse_key_values(method_options))
     settings = settings_with(AnswerSettings(
         hops=hops, top_k=top_k, rules_path=rules_path, train_paths=tuple(split_train_paths(train)),
@@ -105,7 +108,10 @@ def ask(question: str | None, entity: str | None, graph: str | None, store_locat
     if questions_path is not None:
         from kgengine.rag.batch import read_questions
 
-        items = read_questions(questions_path)  # a bad file fails before anything is built
+        items = read_questions(questions_path, allow_empty=allow_empty)  # fails before anything is built
+        if not items:
+            click.echo(f"{questions_path} holds no questions", err=True)
+            return
     store = connect(store_location, read_only=True)
     try:
         with ExitStack() as resources:

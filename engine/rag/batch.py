@@ -17,9 +17,9 @@ from kgengine.questions import read_question_file
 from kgengine.rag.base import Answerer, Question, answer_or_error
 
 
-def read_questions(path: Path) -> list[tuple[Any, Question]]:
+def read_questions(path: Path, allow_empty: bool = False) -> list[tuple[Any, Question]]:
     """(id, Question) pairs of a question file: all an answerer may see of each record."""
-    return [(r.id, r.question) for r in read_question_file(path)]
+    return [(r.id, r.question) for r in read_question_file(path, allow_empty=allow_empty)]
 
 
 def answer_all(answerer: Answerer, items: Iterable[tuple[Any, Question]], *, total: int | None = None,

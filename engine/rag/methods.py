@@ -172,12 +172,13 @@ def check_methods(names: Sequence[str], option: str = "--method") -> None:
                             f"{', '.join(method_names())})")
 
 
-def default_method() -> str:
-    """The method marked default when an LLM is configured (kgengine.llm's settings name a
-    model), else the one marked default without: every command works without an LLM."""
+def default_method(with_llm: bool | None = None) -> str:
+    """The method marked default when an LLM is configured (``with_llm``, else kgengine.llm's
+    settings name a model), else the one marked default without: every command works
+    without an LLM."""
     from kgengine.llm.client import llm_configured
 
-    with_llm = llm_configured()
+    with_llm = llm_configured() if with_llm is None else with_llm
     for name in method_names():
         spec = method_spec(name)
         if (spec.default_with_llm if with_llm else spec.default_without_llm):
