@@ -65,9 +65,10 @@ def _decode(block: bytes, path: Path, number: int) -> str:
     except UnicodeDecodeError as exc:
         line = number + block.count(b"\n", 0, exc.start)
         start = block.rfind(b"\n", 0, exc.start) + 1
-        end = block.find(b"\n", exc.start)
-        text = block[start:end].decode("utf-8", errors="replace")
-        raise InputError(str(path), line, text, "invalid UTF-8") from None
+        # the readable start of the line, not the undecodable bytes after it
+        text = block[start:exc.start].decode("utf-8", errors="replace")[-60:]
+        raise InputError(str(path), line, text, f"invalid UTF-8 (byte {block[exc.start]:#04x}) after"
+                         ) from None
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:

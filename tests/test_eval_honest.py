@@ -226,3 +226,20 @@ def test_plots_without_matplotlib_are_skipped_with_one_line(
     assert result.exit_code == 0, result.output
     assert "plots skipped: they need matplotlib" in result.output
     assert not list((tmp_path / "out").rglob("*.png"))
+
+
+def test_undecodable_files_are_one_line_in_eval_and_ask(tmp_path: Path) -> None:
+    binary = tmp_path / "pred.json"
+    binary.write_bytes(b'[{"id": 1}]\n\x89PNG\r\n\x1a\n\x00\xff')
+    result = run("eval", "score", "--gold", str(binary), "--pred", str(binary))
+    assert result.exit_code == 1 and f"{binary}:2: invalid UTF-8 (byte 0x89)" in result.output
+    assert "Traceback" not in result.output
+    store = str(tmp_path / "store")
+    with OxigraphStore(store) as opened:
+        opened.load("movies", MOVIES, dataset="tsv")
+    for option in ("--questions", "--train"):
+        args = ["ask", *(["who directed [Heat]"] if option == "--train" else []), option, str(binary),
+                "--store", store, "--option", "use_rules=false"]
+        result = run(*args)
+        assert result.exit_code == 1 and "invalid UTF-8" in result.output, result.output
+        assert "Traceback" not in result.output

@@ -19,11 +19,12 @@ from kgengine.eval.metrics import (
     read_gold,
     read_predictions,
 )
+from kgengine.loaders.base import read_lines
 
 
 def read_json(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = "\n".join(line for _, line in read_lines(path))  # undecodable: one line naming it
     except OSError as exc:
         raise KGEngineError(f"{path}: cannot read ({exc.strerror})") from exc
     try:
