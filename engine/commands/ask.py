@@ -145,8 +145,8 @@ def render(answer: Answer) -> None:
     """Answers, relation path, reasoning chain and evidence: rich tables on a terminal, plain
     lines otherwise (pipes and logs get every character, unwrapped)."""
     path = " / ".join(answer.relation_path or []) or "(none)"
-    header = (f"topic: {answer.topic_entity}   relation path: {path} ({answer.learned_from})   "
-              f"method: {answer.method}")
+    learned = f" ({answer.learned_from})" if answer.learned_from else ""
+    header = f"topic: {answer.topic_entity}   relation path: {path}{learned}   method: {answer.method}"
     if not sys.stdout.isatty():
         click.echo(f"Q: {answer.question}")
         click.echo(header)

@@ -468,7 +468,7 @@ def _mentions(sentence: str, index: SurfaceIndex, local: Mapping[str, str]) -> l
         for start in range(len(tokens) - size + 1):
             if any(taken[start : start + size]):
                 continue
-            words = " ".join(tokens[start : start + size]).strip(" .,;:!?\"'()")
+            words = " ".join(tokens[start : start + size]).strip(" .,;:!?\"'()[]")
             entity = index.lookup(words, local) if normalize_answer(words) not in _STOPWORDS else None
             if entity is not None:
                 taken[start : start + size] = [True] * size
