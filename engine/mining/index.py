@@ -55,12 +55,9 @@ def _location(store: KGStore) -> str:
 
 
 def cache_dir() -> Path:
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser() / "mining"
-    import platformdirs
+    from kgengine.config import cache_dir as kgengine_cache_dir  # the one cache-directory rule
 
-    return Path(platformdirs.user_cache_dir("kgengine")) / "mining"
+    return kgengine_cache_dir("mining")
 
 
 def index_path(store: KGStore, graph: str) -> Path:
