@@ -53,37 +53,21 @@ def run(*args: str) -> Any:
     return CliRunner().invoke(main, list(args))
 
 
+def eval_offline(build: Path, store: str, out: Path, plots: bool = False) -> Any:
+    """``kgengine eval`` of a build with the offline method (no rules: the toy KG has none)."""
+    return run("eval", "--questions", str(build), "--store", store, "--option", "use_rules=false",
+               *([] if plots else ["--no-plots"]), "-o", str(out))
+
+
 def test_a_rebuilt_build_directory_is_reloaded_not_reused(tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     OxigraphStore(store).close()
     build = write_build(tmp_path / "fam", removed=DIRECTED[:1])
-    first = run(
-        "eval",
-        "--questions",
-        str(build),
-        "--store",
-        store,
-        "--option",
-        "use_rules=false",
-        "--no-plots",
-        "-o",
-        str(tmp_path / "one"),
-    )
+    first = eval_offline(build, store, str(tmp_path / "one"))
     assert first.exit_code == 0, first.output
     # the same folder rebuilt with other removals: the store's incomplete graph must follow
     write_build(build, removed=DIRECTED[1:3])
-    second = run(
-        "eval",
-        "--questions",
-        str(build),
-        "--store",
-        store,
-        "--option",
-        "use_rules=false",
-        "--no-plots",
-        "-o",
-        str(tmp_path / "two"),
-    )
+    second = eval_offline(build, store, str(tmp_path / "two"))
     assert second.exit_code == 0, second.output
     assert "does not hold this build's kg_incomplete.tsv" in second.output
     with OxigraphStore(store, read_only=True) as opened:
@@ -157,24 +141,12 @@ def test_an_edited_question_file_is_asked_again(tmp_path: Path) -> None:
     OxigraphStore(store).close()
     build = write_build(tmp_path / "fam", removed=DIRECTED[:2])
     out = tmp_path / "out"
-    args = [
-        "eval",
-        "--questions",
-        str(build),
-        "--store",
-        store,
-        "--option",
-        "use_rules=false",
-        "--no-plots",
-        "-o",
-        str(out),
-    ]
-    assert run(*args).exit_code == 0
+    assert eval_offline(build, store, out).exit_code == 0
     path = build / "questions_test.jsonl"
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     records[0]["answers"], records[0]["hard_answer"] = ["nobody"], "nobody"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    again = run(*args)
+    again = eval_offline(build, store, out)
     assert again.exit_code == 0, again.output
     assert "asked again" in again.output
     results = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -212,17 +184,7 @@ def test_plots_without_matplotlib_are_skipped_with_one_line(
     store = str(tmp_path / "store")
     OxigraphStore(store).close()
     build = write_build(tmp_path / "fam", removed=DIRECTED[:1])
-    result = run(
-        "eval",
-        "--questions",
-        str(build),
-        "--store",
-        store,
-        "--option",
-        "use_rules=false",
-        "-o",
-        str(tmp_path / "out"),
-    )
+    result = eval_offline(build, store, str(tmp_path / "out"), plots=True)
     assert result.exit_code == 0, result.output
     assert "plots skipped: they need matplotlib" in result.output
     assert not list((tmp_path / "out").rglob("*.png"))
