@@ -89,3 +89,13 @@ def test_answer_text_stops_where_the_model_goes_on() -> None:
     assert parse_answer_text("Answer: Tom Hardy\nNote: from the facts") == "Tom Hardy"
     assert parse_answer_text("Reasoning: one hop.\nAnswer: Dunkirk") == "Dunkirk"
     assert parse_answer_text("Question: who directed Heat?\nAnswer: Michael Mann") == "Michael Mann"
+
+
+def test_a_fact_copied_without_its_parentheses_credits_neither_end() -> None:
+    from kgengine.rag.llm_methods import reply_pieces
+
+    facts = ["The Joneses, starred actors, David Duchovny"]
+    pieces, notes = reply_pieces("The Joneses, starred actors, David Duchovny", facts)
+    assert pieces == [] and "copied 1 fact(s)" in notes[0]
+    pieces, _ = reply_pieces("the joneses, starred actors, david duchovny, Demi Moore", facts)
+    assert pieces == ["Demi Moore"]

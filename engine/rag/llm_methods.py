@@ -144,16 +144,21 @@ def parse_answer_text(reply: str) -> str:
     return (text[: ended.start()] if ended else text).strip()
 
 
-def reply_pieces(text: str) -> tuple[list[str], list[str]]:
-    """(answer pieces, notes) of an answer text. A fact the model copied back from the prompt,
-    ``(subject, relation, object)``, is removed whole (split on its commas it would yield
-    fragments such as ``(Shanghai`` that are no answer the model gave); the rest is split as
-    the official evaluator splits (commas, newlines)."""
+def reply_pieces(text: str, facts: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """(answer pieces, notes) of an answer text. A fact the model copied back from the prompt —
+    ``(subject, relation, object)``, or one of ``facts`` (the prompt's, as ``subject, relation,
+    object``) without its parentheses — is removed whole: split on its commas it would yield
+    fragments (``(Shanghai``, or both ends of the fact) that are no answer the model gave. The
+    rest is split as the official evaluator splits (commas, newlines)."""
     notes: list[str] = []
-    copied = _COPIED_FACT.findall(text)
+    copied = len(_COPIED_FACT.findall(text))
+    text = _COPIED_FACT.sub("\n", text)
+    for fact in sorted(set(facts), key=len, reverse=True):
+        found = re.compile(re.escape(fact), re.IGNORECASE)
+        copied += len(found.findall(text))
+        text = found.sub("\n", text)
     if copied:
-        text = _COPIED_FACT.sub("\n", text)
-        notes.append(f"the reply copied {len(copied)} fact(s) from the prompt; they are not taken as answers")
+        notes.append(f"the reply copied {copied} fact(s) from the prompt; they are not taken as answers")
     pieces = [p.strip(" .;:\"'") for p in split_raw_output(text)]
     return [p for p in pieces if normalize_answer(p)], notes
 
@@ -420,7 +425,7 @@ def map_answers(text: str, index: SurfaceIndex, shown: Sequence[Triple], topic: 
     evidence); a piece that is a sentence ("The director is Christopher Nolan") gives the
     entities it names, longest mention first, never the topic entity or one the question
     names; any other piece stays free text (score 0.0, the text as id)."""
-    pieces, notes = reply_pieces(text)
+    pieces, notes = reply_pieces(text, [verbalise(t, index.surface)[1:-1] for t in dict.fromkeys(shown)])
     shown_entities = (e for t in shown for e in (t.head, t.tail))
     local = index.local([*([topic] if topic else []), *shown_entities])
     asked = {normalize_answer(question)}
