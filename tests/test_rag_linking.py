@@ -107,3 +107,16 @@ def test_entity_command_prints_matches_degrees_and_suggestions(tmp_path) -> None
     assert code == 0 and "United States" in out and "│ 2 " in out  # from Q60 and Q1384
     code, out = entity("qqqqqq")
     assert code == 1 and "nor anything close" in out
+
+
+def test_a_name_in_the_text_wins_over_a_longer_question_word(oxigraph_store) -> None:
+    from kgengine.model import Triple
+    from kgengine.rag.linking import GraphEntityLinker
+
+    # MetaQA-style: a tag entity 'director' beside the film; the question names both
+    oxigraph_store.load("films", [Triple("Kismet", "directed_by", "William Dieterle"),
+                                  Triple("Kismet", "has_tags", "director")], dataset="films",
+                        labels=[("Kismet", "Kismet"), ("director", "director")])
+    linked = GraphEntityLinker(oxigraph_store, "films").link_mention(
+        Question("who is the director of the film Kismet?"))
+    assert linked.id == "Kismet" and linked.mention == "Kismet"

@@ -158,8 +158,11 @@ class GraphEntityLinker:
         return None
 
     def _longest_span(self, text: str) -> LinkedEntity | None:
+        """The entity named in the text: a capitalised span (a name: "Kismet") before a
+        lower-case one (a question word that happens to be an entity: "director"), then the
+        longest, then the earliest."""
         tokens = list(_TOKEN.finditer(text))
-        best: tuple[int, int, str, str, str] | None = None  # (-length, start, entity, kind, span)
+        best: tuple[bool, int, int, str, str, str] | None = None  # (lower-case, -length, start, ...)
         for i in range(len(tokens)):
             for j in range(i, min(len(tokens), i + MAX_SPAN_TOKENS)):
                 start, end = tokens[i].start(), tokens[j].end()
@@ -169,9 +172,9 @@ class GraphEntityLinker:
                 if not candidates:
                     continue
                 entity, kind, _ = min(candidates, key=lambda c: (_MATCH_ORDER.index(c[1]), c[0]))
-                key = (-(end - start), start, entity, kind, span)
+                key = (span[:1].islower(), -(end - start), start, entity, kind, span)
                 if best is None or key < best:
                     best = key
         if best is None:
             return None
-        return LinkedEntity(best[2], best[4], f"text match ({best[3]})")
+        return LinkedEntity(best[3], best[5], f"text match ({best[4]})")
