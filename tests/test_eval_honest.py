@@ -205,3 +205,16 @@ def test_undecodable_files_are_one_line_in_eval_and_ask(tmp_path: Path) -> None:
         result = run(*args)
         assert result.exit_code == 1 and "invalid UTF-8" in result.output, result.output
         assert "Traceback" not in result.output
+
+
+def test_answering_without_the_conventional_training_split_is_said(tmp_path: Path) -> None:
+    (tmp_path / "1-hop").mkdir()
+    questions = tmp_path / "1-hop" / "qa_test.txt"
+    questions.write_text("who directed [Inception]\tChristopher Nolan\n", encoding="utf-8")  # no qa_dev.txt
+    store = str(tmp_path / "store")
+    with OxigraphStore(store) as opened:
+        opened.load("movies", MOVIES, dataset="tsv")
+    result = run("eval", "--questions", str(questions), "--graph", "movies", "--store", store,
+                 "--option", "use_rules=false", "--no-plots", "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert "no training split (qa_dev.txt of the same hop count by convention" in result.output
