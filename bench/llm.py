@@ -92,17 +92,25 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def family_build(store: Path, build: Path, env: dict[str, str]) -> Path:
+    """The BRINK Family build of the README (AMIE 3's rules, the bundled facts)."""
+    if not (build / "questions_test.jsonl").exists():
+        rules = REPO / "engine" / "brink" / "data" / "family_amie3_len3.tsv"
+        sh(KGENGINE, "load", "family", "--splits", "facts", "--graph", "family-facts", "--store", str(store),
+           env=env)
+        sh(KGENGINE, "brink", "build", "--graph", "family-facts", "--store", str(store),
+           "--rules", str(rules), "-o", str(build), env=env)
+    return build
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=int, default=5, help="questions per question set (seed 0)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kgengine-bench-llm"))
-    parser.add_argument(
-        "--base-url",
-        default=None,
-        help="an OpenAI-compatible endpoint [default: the packaged model, started for the run]",
-    )
+    parser.add_argument("--base-url", default=None,
+                        help="an OpenAI-compatible endpoint [default: the packaged model, started "
+                        "for the run]")
     parser.add_argument("--model", default=None)
     parser.add_argument("--methods", default=",".join(LLM_METHODS))
     parser.add_argument("--parts", default=",".join(PARTS))
@@ -117,104 +125,39 @@ def main() -> None:
         if args.base_url is None:
             from kgengine.llm.local import LocalServer, find_model
 
-            server = stack.enter_context(LocalServer(find_model(None), port=0))
-            local = server.start()
-            endpoint = ["--option", f"llm_base_url={local.base_url}", "--option", f"llm_model={local.model}"]
-            model = (
-                f"{local.model} (packaged, {local.threads} thread(s), {local.context_length}-token context)"
-            )
+            local = stack.enter_context(LocalServer(find_model(None), port=0)).start()
+            base_url, name = local.base_url, local.model
+            model = (f"{local.model} (packaged, {local.threads} thread(s), "
+                     f"{local.context_length}-token context)")
         else:
-            endpoint = ["--option", f"llm_base_url={args.base_url}", "--option", f"llm_model={args.model}"]
-            model = f"{args.model} at {args.base_url}"
-        methods = "offline," + args.methods
+            base_url, name, model = args.base_url, args.model, f"{args.model} at {args.base_url}"
+        endpoint = ["--option", f"llm_base_url={base_url}", "--option", f"llm_model={name}"]
+        common = ["--sample", str(args.sample), "--store", str(store)]
+        methods = ["--method", "offline," + args.methods]
+        sets = ["--questions", "metaqa-1hop", "--questions", "metaqa-2hop", "--questions", "metaqa-3hop",
+                "--graph", "metaqa"]
         if not (store / "metaqa-loaded").exists() and ("metaqa" in parts or "heldout" in parts):
             sh(KGENGINE, "load", "metaqa", "--path", str(DATA / "metaqa"), "--store", str(store), env=env)
             (store / "metaqa-loaded").touch()
-        sets = ["--questions", "metaqa-1hop", "--questions", "metaqa-2hop", "--questions", "metaqa-3hop"]
         if "metaqa" in parts:
-            results["metaqa"] = evaluate(
-                args.work / "metaqa",
-                endpoint,
-                *sets,
-                "--graph",
-                "metaqa",
-                "--method",
-                methods,
-                "--sample",
-                str(args.sample),
-                "--store",
-                str(store),
-            )
+            results["metaqa"] = evaluate(args.work / "metaqa", endpoint, *sets, *methods, *common)
         if "brink" in parts:
-            build = args.work / "brink-family"
-            if not (build / "questions_test.jsonl").exists():
-                sh(
-                    KGENGINE,
-                    "load",
-                    "family",
-                    "--splits",
-                    "facts",
-                    "--graph",
-                    "family-facts",
-                    "--store",
-                    str(store),
-                    env=env,
-                )
-                sh(
-                    KGENGINE,
-                    "brink",
-                    "build",
-                    "--graph",
-                    "family-facts",
-                    "--store",
-                    str(store),
-                    "--rules",
-                    str(REPO / "engine" / "brink" / "data" / "family_amie3_len3.tsv"),
-                    "-o",
-                    str(build),
-                    env=env,
-                )
+            build = family_build(store, args.work / "brink-family", env)
             for labels in ("private", "text"):
                 results[f"brink-family-{labels}"] = evaluate(
-                    args.work / f"brink-{labels}",
-                    endpoint,
-                    "--questions",
-                    str(build),
-                    "--labels",
-                    labels,
-                    "--method",
-                    methods,
-                    "--sample",
-                    str(args.sample),
-                    "--store",
-                    str(store),
-                )
+                    args.work / f"brink-{labels}", endpoint, "--questions", str(build), "--labels", labels,
+                    *methods, *common)
         if "heldout" in parts:
             for by in ("pattern", "qtype"):
                 results[f"metaqa-heldout-{by}"] = evaluate(
-                    args.work / f"heldout-{by}",
-                    endpoint,
-                    *sets,
-                    "--graph",
-                    "metaqa",
-                    "--method",
-                    "offline,plan",
-                    "--heldout-share",
-                    "0.2",
-                    "--heldout-by",
-                    by,
-                    "--sample",
-                    str(args.sample * 4),
-                    "--store",
-                    str(store),
-                )
+                    args.work / f"heldout-{by}", endpoint, *sets, "--method", "offline,plan",
+                    "--heldout-share", "0.2", "--heldout-by", by, "--sample", str(args.sample * 4),
+                    "--store", str(store))
     print(f"model: {model}; sample {args.sample} per set (seed 0); LLM response cache off\n")
     print(table(results))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps({"model": model, "sample": args.sample, "results": results}, indent=1) + "\n",
-        encoding="utf-8",
-    )
+    report = {"model": model, "sample": args.sample, "results": results}
+    RESULTS.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

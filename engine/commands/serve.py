@@ -10,13 +10,13 @@ from pathlib import Path
 import click
 from kgengine.config import resolve_store
 from kgengine.errors import KGEngineError
+from kgengine.net import is_loopback
 from kgengine.serve.app import (
     SETTINGS_ENV,
     URL_HEADROOM,
     Settings,
     create_app,
     default_workers,
-    is_loopback,
     read_token,
     settings_env,
     token_file_is_shared,

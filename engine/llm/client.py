@@ -18,7 +18,6 @@ estimate) and :meth:`~OpenAICompatibleLLM.fit`."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -44,6 +43,7 @@ from kgengine.llm.replies import (
     estimate_tokens,
     find_loop,
 )
+from kgengine.net import is_loopback
 
 RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
 # (APITimeoutError is an APIConnectionError)
@@ -242,16 +242,9 @@ def _flag(value: Any, source: str) -> bool:
     raise LLMError(f"{source}: {value!r} is not on/off")
 
 
-def is_loopback(base_url: str | None) -> bool:
-    host = urlsplit(base_url).hostname if base_url else None
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def is_loopback_url(base_url: str | None) -> bool:
+    """Whether an endpoint's URL names this machine (a local server: one request at a time)."""
+    return is_loopback(urlsplit(base_url).hostname if base_url else None)
 
 
 @dataclass(frozen=True)
@@ -429,7 +422,7 @@ class OpenAICompatibleLLM:
             ResponseCache(self.settings.cache_dir) if self.settings.cache_dir is not None else None)
         self.stats = LLMStats()
         self.concurrency: int = self.settings.concurrency or (
-            LOCAL_CONCURRENCY if is_loopback(self.settings.base_url) else REMOTE_CONCURRENCY)
+            LOCAL_CONCURRENCY if is_loopback_url(self.settings.base_url) else REMOTE_CONCURRENCY)
         self._slots = BoundedSemaphore(self.concurrency)
         self._probe_lock = Lock()
         self._probed_length = False

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import dataclasses
 import hmac
-import ipaddress
 import json
 import logging
 import os
@@ -52,14 +51,6 @@ FORMATS_NS = "http://www.w3.org/ns/formats/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 
-def is_loopback(host: str) -> bool:
-    """Whether binding ``host`` keeps the endpoint on this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(path: Path) -> str:
