@@ -9,23 +9,24 @@ from typing import Any
 import click
 from kgengine.errors import KGEngineError
 
-# command name -> "module:attribute"
-COMMANDS: dict[str, str] = {
-    "load": "kgengine.commands.kg:load",
-    "stats": "kgengine.commands.kg:stats",
-    "graphs": "kgengine.commands.kg:graphs",
-    "drop": "kgengine.commands.kg:drop",
-    "query": "kgengine.commands.query:query",
-    "mine": "kgengine.commands.mine:mine",
-    "groundings": "kgengine.commands.mine:groundings_command",
-    "serve": "kgengine.commands.serve:serve",
-    "brink": "kgengine.commands.brink:brink",
-    "ask": "kgengine.commands.ask:ask",
-    "entity": "kgengine.commands.explore:entity",
-    "neighbours": "kgengine.commands.explore:neighbours",
-    "export": "kgengine.commands.explore:export",
-    "eval": "kgengine.commands.eval:eval_group",
-    "llm": "kgengine.commands.llm:llm",
+# command name -> ("module:attribute", the one line `kgengine --help` lists it with). The
+# line lives here so that listing the commands imports none of them (torch, openai, scipy).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "load": ("kgengine.commands.kg:load", "Load a dataset (Family, FB15k-237, MetaQA, ...) or your triples."),
+    "stats": ("kgengine.commands.kg:stats", "Counts and degree statistics of one graph (or of every graph)."),
+    "graphs": ("kgengine.commands.kg:graphs", "List the graphs in the store."),
+    "drop": ("kgengine.commands.kg:drop", "Remove a graph from the store."),
+    "query": ("kgengine.commands.query:query", "Run a read query: SPARQL on Oxigraph, Cypher on Neo4j."),
+    "mine": ("kgengine.commands.mine:mine", "Mine Horn rules with AMIE 3's semantics."),
+    "groundings": ("kgengine.commands.mine:groundings_command", "The groundings of a rule in a graph."),
+    "serve": ("kgengine.commands.serve:serve", "Serve the store over the SPARQL 1.1 Protocol."),
+    "brink": ("kgengine.commands.brink:brink", "Build and inspect BRINK benchmarks."),
+    "ask": ("kgengine.commands.ask:ask", "Answer a question over a graph, with the KG evidence."),
+    "entity": ("kgengine.commands.explore:entity", "Find entities by id, private id or label."),
+    "neighbours": ("kgengine.commands.explore:neighbours", "The k-hop subgraph around an entity."),
+    "export": ("kgengine.commands.explore:export", "Write a graph out (TSV or N-Triples)."),
+    "eval": ("kgengine.commands.eval:eval_group", "Evaluate answering methods: strict BRINK metrics, Hit@1."),
+    "llm": ("kgengine.commands.llm:llm", "The packaged local LLM: list it, serve it."),
 }
 
 
@@ -34,11 +35,14 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
+        if name not in COMMANDS:
             return None
-        module, _, attr = target.partition(":")
+        module, _, attr = COMMANDS[name][0].partition(":")
         return getattr(import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -113,3 +113,21 @@ def test_no_library_module_imports_a_command() -> None:
                  if not (m.startswith("kgengine.commands") or m == "kgengine.cli")
                  for t in ts if t.startswith("kgengine.commands"))
     assert not bad
+
+
+def test_listing_the_commands_imports_none_of_them() -> None:
+    """``kgengine --help`` lists every registered command from the registry's own lines,
+    without importing a command module (each pulls in its heavy libraries)."""
+    import subprocess
+    import sys
+
+    from kgengine.cli import COMMANDS
+
+    code = ("import sys\nfrom kgengine.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kgengine.commands.')), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
+    for name, (_, line) in COMMANDS.items():
+        assert f"{name} " in done.stdout and line[:40] in done.stdout
