@@ -381,8 +381,11 @@ def _snapshot_opened(store: Path, target: Path) -> ox.Store:
             if not logs_before <= _wal_files(store):
                 raise OSError("the store's log rotated while the snapshot was taken")
             return ox.Store.read_only(str(target))  # it must open
-        except OSError as exc:  # FileNotFoundError included: a file went away mid-copy
-            error = exc
+        except (OSError, RuntimeError) as exc:
+            # FileNotFoundError included: a file went away mid-copy; RocksDB says "Corruption:
+            # ... No such file" (a RuntimeError) when a writer's compaction removed an SST file
+            # between its listing and its opening: both pass on a new attempt
+            error = OSError(str(exc))
             time.sleep(0.05 * (attempt + 1))
     shutil.rmtree(target, ignore_errors=True)
     raise OSError(f"could not snapshot the store at {store}: {error}")
