@@ -56,4 +56,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo-store demo-out $(SETUP_LOG)
+	rm -rf $(VENV) build *.egg-info demo-store .demo-store.mining .demo-store.read demo-out $(SETUP_LOG)
