@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -336,12 +337,17 @@ QUESTION_READERS: dict[str, QuestionReader] = {
 READER_ENTRY_POINTS = "kgengine.question_sets"  # a package's readers: name = "module:READER"
 
 
-def question_readers() -> dict[str, QuestionReader]:
-    """The built-in readers, then those installed packages register (entry points)."""
+@cache
+def _reader_entry_points() -> tuple[Any, ...]:
     from importlib.metadata import entry_points
 
+    return tuple(entry_points(group=READER_ENTRY_POINTS))  # scanned once per process
+
+
+def question_readers() -> dict[str, QuestionReader]:
+    """The built-in readers, then those installed packages register (entry points)."""
     readers = dict(QUESTION_READERS)
-    for ep in entry_points(group=READER_ENTRY_POINTS):
+    for ep in _reader_entry_points():
         if ep.name not in readers:
             try:
                 reader = ep.load()

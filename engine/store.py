@@ -471,12 +471,14 @@ def walk(
     hops: int,
     direction: Direction,
     batch: int = 512,
+    enough: Callable[[int], bool] | None = None,
 ) -> Iterator[tuple[int, Triple]]:
     """The one k-hop walk (``neighbourhood``, KG-RAG retrieval): breadth first from
     ``entity``, lazily, ``(hop, triple)`` for each triple the first time it is met (hop 0 =
     the entity's own triples). ``expand(frontier, OUT|IN, hop)`` returns the triples leaving
     (OUT) or entering (IN) the frontier entities; a backend supplies it as a named query. An
-    entity is expanded once, at the first hop it is reached."""
+    entity is expanded once, at the first hop it is reached. ``enough(met)``, asked before each
+    further hop with the number of triples met so far, ends the walk without querying it."""
     if not 1 <= hops <= MAX_HOPS:
         raise InvalidParameterError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
     directions = [Direction.OUT, Direction.IN] if direction == Direction.BOTH else [direction]
@@ -484,6 +486,8 @@ def walk(
     frontier = [entity]
     found: set[Triple] = set()
     for hop in range(hops):
+        if hop and enough is not None and enough(len(found)):
+            return
         next_frontier: list[str] = []
         for start in range(0, len(frontier), batch):
             chunk = frontier[start : start + batch]

@@ -259,9 +259,10 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
     (out_dir / "run.json").write_text(json.dumps(_request_json(request, settings), indent=2) + "\n",
                                       encoding="utf-8")
     results = ResultLog(out_dir / RESULTS)
-    already = sum(1 for s, qs in plan for q in qs if results.done(s, q) is not None)
-    redone = sum(1 for s, qs in plan for q in qs
-                 if results.done(s, q) is None and (s.key, id_key(q.id)) in results.records)
+    reusable = [results.done(s, q) is not None for s, qs in plan for q in qs]
+    known = [(s.key, id_key(q.id)) in results.records for s, qs in plan for q in qs]
+    already = sum(reusable)
+    redone = sum(k and not r for r, k in zip(reusable, known, strict=True))
     if already or redone:
         log(f"resuming: {already:,} answers already in {out_dir / RESULTS}"
             + (f"; {redone:,} asked again (they had failed, or their question, gold, graph or training "

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from kgengine.errors import KGEngineError
 
@@ -99,3 +100,9 @@ def read_prompt(path: Path) -> Prompt:
     except OSError as exc:
         raise PromptError(f"{path}: cannot read prompt: {exc.strerror or exc}") from exc
     return Prompt.parse(str(path), _strip_final_newline(text))
+
+
+def shipped(name: str) -> Any:
+    """A dataclass field defaulting to the shipped prompt ``name`` (read when the instance is
+    made), for the prompt sets of the answerers: ``answer: Prompt = shipped("rag_answer")``."""
+    return field(default_factory=lambda: load_prompt(name))

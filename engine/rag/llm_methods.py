@@ -40,7 +40,8 @@ from typing import Any
 
 from kgengine.answers import normalize_answer, split_raw_output
 from kgengine.errors import KGEngineError, ServiceError
-from kgengine.llm import LLM, LLMRequest, Prompt, context_length_of, fit_count, load_prompt, tokens_left
+from kgengine.llm import LLM, LLMRequest, Prompt, context_length_of, fit_count, tokens_left
+from kgengine.llm.prompt import shipped
 from kgengine.model import Direction, Triple
 from kgengine.rag.base import (
     DEFAULT_TOP_K,
@@ -93,12 +94,12 @@ class LLMMethodError(KGEngineError):
 class LLMPrompts:
     """The prompts an answerer fills (defaults: the shipped files of the same names)."""
 
-    answer: Prompt = field(default_factory=lambda: load_prompt("rag_answer"))
-    answer_kg: Prompt = field(default_factory=lambda: load_prompt("rag_answer_kg"))
-    decompose: Prompt = field(default_factory=lambda: load_prompt("rag_decompose"))
-    decompose_examples: Prompt = field(default_factory=lambda: load_prompt("rag_decompose_examples"))
-    reformulate: Prompt = field(default_factory=lambda: load_prompt("rag_reformulate"))
-    synthesis: Prompt = field(default_factory=lambda: load_prompt("rag_synthesis"))
+    answer: Prompt = shipped("rag_answer")
+    answer_kg: Prompt = shipped("rag_answer_kg")
+    decompose: Prompt = shipped("rag_decompose")
+    decompose_examples: Prompt = shipped("rag_decompose_examples")
+    reformulate: Prompt = shipped("rag_reformulate")
+    synthesis: Prompt = shipped("rag_synthesis")
 
 
 # ---- parsing (pure) ----------------------------------------------------------------------------

@@ -72,7 +72,13 @@ class KHopRetriever:
         """One list per hop (the paper's output shape): the triples first met at that hop;
         the list ends at the first hop that meets nothing new."""
         by_hop: list[list[Triple]] = []
-        for hop, triple in walk(self._expand, entity, self.hops, Direction(self.direction), FRONTIER_BATCH):
+        cap = self.max_triples
+
+        def enough(met: int) -> bool:  # the hop that reached max_triples is the last one queried
+            return cap is not None and met >= cap
+
+        for hop, triple in walk(self._expand, entity, self.hops, Direction(self.direction), FRONTIER_BATCH,
+                                enough):
             if hop == len(by_hop):
                 by_hop.append([])
             by_hop[hop].append(triple)

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kgengine.errors import KGEngineError
-from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
+from kgengine.llm import LLM, LLMRequest, Prompt
+from kgengine.llm.prompt import shipped
 from kgengine.model import Entity, Relation, Triple
 from kgengine.rag.base import Answer, BaseAnswerer, EntityLinker, LinkedEntity, Question, Timings
 from kgengine.rag.llm_methods import ANSWER_MAX_TOKENS, SurfaceIndex, map_answers, parse_answer_text
@@ -59,10 +60,10 @@ class ToGOptions:
 
 @dataclass(frozen=True)
 class ToGPrompts:
-    relation_prune: Prompt = field(default_factory=lambda: load_prompt("tog_relation_prune"))
-    entity_prune: Prompt = field(default_factory=lambda: load_prompt("tog_entity_prune"))
-    reasoning: Prompt = field(default_factory=lambda: load_prompt("tog_reasoning"))
-    answer: Prompt = field(default_factory=lambda: load_prompt("tog_answer"))
+    relation_prune: Prompt = shipped("tog_relation_prune")
+    entity_prune: Prompt = shipped("tog_entity_prune")
+    reasoning: Prompt = shipped("tog_reasoning")
+    answer: Prompt = shipped("tog_answer")
 
 
 @dataclass(frozen=True)
