@@ -24,9 +24,9 @@ from kgengine.brink.questions import (
     topic_direction,
 )
 from kgengine.brink.removal import Grounding
-from kgengine.brink.templates import Reading, phrase_for, template_question
 from kgengine.model import Triple
 from kgengine.surface import Surface
+from kgengine.wording import Reading, phrase_for, template_question
 
 T = Triple
 

@@ -43,7 +43,6 @@ from kgengine.brink.removal import (
     select,
 )
 from kgengine.brink.report import markdown, question_counts, rule_type_counts
-from kgengine.brink.templates import template_question
 from kgengine.errors import InvalidParameterError, KGEngineError
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
@@ -53,6 +52,7 @@ from kgengine.model import Triple
 from kgengine.progress import progress_bar
 from kgengine.store import KGStore, open_store, resolve_graph
 from kgengine.surface import Surface
+from kgengine.wording import template_question
 
 OUTPUT_FILES = ("kg_complete.tsv", "kg_incomplete.tsv", *(f"questions_{s}.jsonl" for s in SPLITS),
                 "rules.tsv", "stats.json", "stats.md")

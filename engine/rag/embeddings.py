@@ -75,6 +75,23 @@ def _model_location(model: str | None) -> tuple[str, str]:
     return model, model
 
 
+def embeddings_available(model: str | None = None, required: bool = False) -> bool:
+    """Whether sentence-transformers and ``model`` (default: the packaged all-MiniLM-L6-v2)
+    can be loaded without loading them; ``required``: raise :class:`EmbeddingError` if not."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise EmbeddingError("sentence embeddings need sentence-transformers: "
+                                 "pip install 'kgengine[rag]'")
+        _model_location(model)
+    except EmbeddingError:
+        if required:
+            raise
+        return False
+    return True
+
+
 DEFAULT_THREADS = 1  # torch CPU threads while encoding; see SentenceTransformerEncoder
 
 

@@ -29,17 +29,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kgengine.errors import KGEngineError
 from kgengine.model import Entity, Relation, Triple
 from kgengine.questions import read_training
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
-from kgengine.rag.embeddings import normalised_encoder
+from kgengine.rag.embeddings import embeddings_available, normalised_encoder
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
 from kgengine.rag.paths import RelationPath, Step, format_path, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
+from kgengine.rag.zero_shot import Encoder
 from kgengine.store import KGStore
 
 DIRECT_SCORE = 1.0
@@ -269,7 +271,8 @@ class OfflineOptions:
     use_rules: bool = True  # offline: add rule-guided candidates (rule-guided always does)
     min_score: float = 0.5  # rule-only candidates below this noisy-or score are dropped
     min_similarity: float = 0.3  # nearest known pattern at least this similar, else zero-shot
-    zero_shot_embeddings: bool = False  # embed questions against relation names too
+    # rank zero-shot paths with sentence embeddings too; None: when the `rag` extra is installed
+    zero_shot_embeddings: bool | None = None
     calibrate: bool = True  # with a training split and rules: learn each relation's cut on it
 
     def check(self) -> None:
@@ -281,23 +284,44 @@ class OfflineOptions:
 def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule_guided: bool
                            ) -> OfflineAnswerer:
     """The offline answerer (``rule_guided``: the rules' candidates first) on the context's graph."""
-    store, graph, settings, log = context.store, context.graph, context.settings, context.log
+    store, graph, settings = context.store, context.graph, context.settings
     linker = context.linker()
     rules: RuleSet | None = context.rules() if options.use_rules or rule_guided else None
-    relations = [row["r"] for row in store.run("relation_counts", graph)]
-    encoder = normalised_encoder(settings.embedding_model) if options.zero_shot_embeddings else None
-    zero_shot = ZeroShotLinker(store, graph, relations, store.relation_labels(graph), encoder,
-                               max_hops=settings.hops)
     model = _learn(context, rules) if settings.train_paths else None
+    labels = store.labels(graph)
+    # the ranking walks the in-memory graph when learning built it, else the store
+    zero_shot = ZeroShotLinker(store, graph, store.relation_labels(graph), _encoder(context, options),
+                               settings.hops, labels, context.parts.get("adjacency"), model)
     answerer = OfflineAnswerer(store, graph, linker, RelationLinker(zero_shot, model, options.min_similarity),
                                rules, context.method, options.min_score, context.surface().entity,
-                               store.labels(graph), rule_guided=rule_guided)
+                               labels, rule_guided=rule_guided)
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
         answerer.thresholds = calibrate(answerer, training_examples(settings.train_paths, linker.lookup))
         if answerer.thresholds:
-            log("rule-candidate cuts learned on the training split: " + ", ".join(
+            context.log("rule-candidate cuts learned on the training split: " + ", ".join(
                 f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())))
     return answerer
+
+
+def _encoder(context: MethodContext, options: OfflineOptions) -> Encoder | None:
+    """Sentence embeddings for the zero-shot ranking: loaded on the first question that needs
+    them (a learned pattern never does)."""
+    model = context.settings.embedding_model
+    wanted = options.zero_shot_embeddings
+    if wanted is None:
+        wanted = embeddings_available(model)
+    elif wanted:
+        embeddings_available(model, required=True)  # a missing extra: one line, before any work
+    if not wanted:
+        return None
+    loaded: list[Encoder] = []
+
+    def encode(texts: Sequence[str]) -> Any:
+        if not loaded:
+            loaded.append(normalised_encoder(model))
+        return loaded[0](texts)
+
+    return encode
 
 
 def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None], per_pattern: int = 25

@@ -359,10 +359,24 @@ def question_words(pattern: str) -> list[str]:
             if w not in STOPWORDS]
 
 
+# word families the common-prefix rule misses (irregular verbs, "acted" ~ "actors") -> one
+# stem, so "wrote" meets "written_by"
+_IRREGULAR = {form: stem for stem, forms in {
+    "writ": "write wrote written writes", "sing": "sang sung sings", "win": "won wins winning",
+    "make": "made makes", "give": "gave given gives", "take": "took taken takes",
+    "speak": "spoke spoken speaks", "begin": "began begun begins", "born": "bore borne birth",
+    "lead": "led leads", "teach": "taught", "buy": "bought", "think": "thought", "drive": "drove driven",
+    "grow": "grew grown", "know": "knew known", "draw": "drew drawn", "fly": "flew flown",
+    "choose": "chose chosen", "build": "built", "sell": "sold", "tell": "told",
+    "act": "acted acts actor actors",
+}.items() for form in (stem, *forms.split())}
+
+
 def word_similarity(a: str, b: str) -> float:
-    """1 for equal words, else the share of the shorter word in a common prefix of at least
-    four characters ("directed" ~ "director", "starred" ~ "starring"), else 0."""
-    if a == b:
+    """1 for equal words (or forms of one irregular verb: "wrote" ~ "written"), else the share
+    of the shorter word in a common prefix of at least four characters ("directed" ~
+    "director", "starred" ~ "starring"), else 0."""
+    if a == b or (a in _IRREGULAR and _IRREGULAR[a] == _IRREGULAR.get(b)):
         return 1.0
     common = 0
     for x, y in zip(a, b, strict=False):
@@ -451,6 +465,32 @@ class PathClassifier:
         norm = top + math.log(sum(math.exp(v - top) for v in scores.values()))
         return {label: v - norm for label, v in scores.items()}
 
+    def scorer(self, pattern: str) -> Callable[[RelationPath], float]:
+        """``path -> log probability`` of any path for ``pattern`` (sum of its slots' log posteriors)."""
+        return self._scorer({slot: self.posteriors(pattern, slot) for slot in self.SLOTS})
+
+    def slot_probabilities(self, pattern: str) -> Callable[[RelationPath], dict[str, float]]:
+        """``path -> {slot: posterior probability of the path's label}`` for ``pattern``."""
+        post = {slot: self.posteriors(pattern, slot) for slot in self.SLOTS}
+
+        def probabilities(path: RelationPath) -> dict[str, float]:
+            if not path:
+                return {}
+            return {slot: math.exp(post[slot][label]) if label in post[slot] else 0.0
+                    for slot, label in self._labels(path).items()}
+
+        return probabilities
+
+    def _scorer(self, post: Mapping[str, Mapping[str, float]]) -> Callable[[RelationPath], float]:
+        floor = math.log(1e-9)
+
+        def score(path: RelationPath) -> float:
+            if not path:
+                return floor
+            return sum(post[slot].get(label, floor) for slot, label in self._labels(path).items())
+
+        return score
+
     def rank(self, pattern: str, k: int = 5) -> list[tuple[RelationPath, float]]:
         """The ``k`` likeliest paths with their scores (sums of log posteriors), best first."""
         if not self.paths:
@@ -468,10 +508,6 @@ class PathClassifier:
                 candidates.update((a, b) for a in top("first") for b in top("last"))
             else:
                 candidates.update((a, m, b) for a in top("first") for m in top("middle") for b in top("last"))
-        floor = math.log(1e-9)
-
-        def score(path: RelationPath) -> float:
-            return sum(post[slot].get(label, floor) for slot, label in self._labels(path).items())
-
+        score = self._scorer(post)
         ranked = sorted(candidates, key=lambda p: (-score(p), len(p), format_path(p)))
         return [(p, score(p)) for p in ranked[:k]]

@@ -6,20 +6,16 @@ Two modes, tried in this order:
    ``questions_train.jsonl`` or a MetaQA ``qa_*.txt``) is read; each question's pattern (its
    text with the topic mention as ``<E>``) learns the relation path that best reaches its gold
    answers in the answered KG (:func:`kgengine.rag.paths.learn_patterns`). A question whose
-   pattern was seen gets that path (``learned_from = "train"``). An unseen pattern that is
-   near a known one (TF-IDF cosine over word and character n-grams at least
-   ``min_similarity``, :class:`kgengine.rag.paths.PatternIndex`) gets the path that its words
-   predict slot by slot — length, first, middle and last step — by naive Bayes trained on the
-   known patterns (:class:`kgengine.rag.paths.PathClassifier`), so "films that share *actors*
-   with <e> were in which *languages*" composes the parts of two known wordings
-   (``"nearest-pattern"``; the nearest known pattern is reported with it);
-2. **zero-shot** (no training data, or nothing near): question words against the relations'
-   names and labels — lexical (equal words, or a common prefix of four or more characters),
-   plus cosine similarity of sentence embeddings with the real model when one is given —
-   for a KG and questions never seen. The best relation is the first hop; further relations
-   the question names (lexical score >= 0.5) follow, nearest to the topic mention first, up
-   to ``max_hops``; each hop's direction is the one with edges from where the path stands
-   (forwards when both have).
+   pattern was seen gets that path (``learned_from = "train"``);
+2. **ranked** (an unseen pattern, or no training data): the relation paths grounded around the
+   topic are ranked against the question (:mod:`kgengine.rag.zero_shot`: the question's words
+   against relation names and labels, sentence embeddings, the direction its word order
+   asks, the answer type). With a training split the ranking also weighs what it learned —
+   which relations the training patterns' words ask for, and the naive-Bayes path predictor
+   (:class:`kgengine.rag.paths.PathClassifier`) that composes the parts of known wordings
+   ("films that share *actors* with <e> were in which *languages*") — and is reported as
+   ``"nearest-pattern"`` with the nearest known pattern (TF-IDF cosine at least
+   ``min_similarity``, :class:`kgengine.rag.paths.PatternIndex`), else ``"zero-shot"``.
 
 Learning reads only the training file (text, topic, answers) and the answered graph; the
 learned model is cached on disk per graph, load stamp, training file and settings."""
@@ -28,15 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgengine.fsutil import write_text_atomically
-from kgengine.model import Entity, Relation
 from kgengine.questions import read_training
 from kgengine.rag.paths import (
     Example,
@@ -49,13 +42,19 @@ from kgengine.rag.paths import (
     body_answers,
     format_path,
     learn_patterns,
-    lexical_relation_score,
     parse_path,
     pattern_of,
-    question_words,
-    relation_words,
 )
 from kgengine.rag.rules import RuleSet, default_cache_dir
+from kgengine.rag.zero_shot import (
+    AdjacencySteps,
+    Encoder,
+    PathRanker,
+    RankedPath,
+    StepSource,
+    StoreSteps,
+    WordAssociations,
+)
 from kgengine.store import KGStore
 
 MODEL_VERSION = 1
@@ -71,16 +70,16 @@ class LinkedPath:
     score: float | None = None  # learned: the pattern's mean F1 on its training questions
     # learned: the pattern's next-best paths (path, mean F1), tried when the path finds nothing
     alternatives: list[tuple[RelationPath, float]] = field(default_factory=list)
+    note: str | None = None  # not learned: how the ranking chose the path
 
     def describe(self) -> str:
         path = " / ".join(format_path(self.path)) or "(none)"
         if self.learned_from == "train":
             return f"relation path {path}: learned for pattern {self.pattern!r} (train F1 {self.score:.2f})"
         if self.learned_from == "nearest-pattern":
-            return (f"relation path {path}: predicted from the known patterns for the unseen "
-                    f"{self.pattern!r} (nearest: {self.matched_pattern!r}, similarity "
-                    f"{self.similarity:.2f})")
-        return f"relation path {path}: zero-shot, question words against relation names"
+            return (f"relation path {path}: unseen pattern {self.pattern!r} (nearest known: "
+                    f"{self.matched_pattern!r}, similarity {self.similarity:.2f}), {self.note}")
+        return f"relation path {path}: zero-shot, {self.note}"
 
 
 @dataclass
@@ -111,22 +110,6 @@ class PathModel:
                                    [(parse_path(a), s) for a, s in v["alternatives"]])
                     for p, v in data["patterns"].items()}
         return cls(patterns, data["sources"], data["questions"], data["skipped"])
-
-    def lookup(self, pattern: str, k: int = 5, min_similarity: float = 0.3) -> LinkedPath | None:
-        known = self.patterns.get(pattern)
-        if known is not None:
-            return LinkedPath(known.path, "train", pattern, pattern, 1.0, known.score, known.alternatives)
-        neighbours = self.index.nearest(pattern, k)
-        if not neighbours or neighbours[0][1] < min_similarity:
-            return None
-        # the path the unseen wording's parts predict, slot by slot; the next likeliest are
-        # the alternatives, tried in turn when the best finds nothing from this topic
-        ranked = self.classifier.rank(pattern, k=6)
-        best, best_score = ranked[0]
-        matched, similarity = neighbours[0]
-        alternatives = [(p, math.exp(v - best_score)) for p, v in ranked[1:]]
-        return LinkedPath(best, "nearest-pattern", pattern, matched, similarity,
-                          math.exp(best_score), alternatives)
 
 
 def learn_model(
@@ -195,79 +178,46 @@ def _model_cache(store: KGStore, graph: str, train_paths: Sequence[Path], rules:
     return (cache_dir or default_cache_dir()) / "paths" / f"{graph}-{digest}.json"
 
 
-# ---- zero-shot ---------------------------------------------------------------------------
-Encoder = Callable[[Sequence[str]], Any]  # texts -> array of L2-normalised rows
-
-
+# ---- zero-shot, and the linker ---------------------------------------------------------------
 class ZeroShotLinker:
-    """Question words against relation names and labels (and embeddings, when given)."""
+    """The grounded relation paths around the topic ranked against the question
+    (:class:`kgengine.rag.zero_shot.PathRanker`), over the in-memory ``adjacency`` when one
+    was built, else through the store's queries. ``encoder`` gives sentence embeddings;
+    ``model`` adds what a training split learned (word associations and the naive-Bayes path
+    predictor) to the ranking."""
 
-    def __init__(self, store: KGStore, graph: str, relations: Sequence[str],
-                 relation_labels: dict[str, str] | None = None, encoder: Encoder | None = None,
-                 max_hops: int = 3, min_lexical: float = 0.5) -> None:
-        self.store, self.graph = store, graph
-        self.relations = sorted(relations)
-        self.labels = relation_labels or {}
-        self.words = {r: relation_words(r, self.labels.get(r)) for r in self.relations}
-        self.encoder, self.max_hops, self.min_lexical = encoder, max_hops, min_lexical
-        self._relation_vectors = None
-        if encoder is not None:
-            self._relation_vectors = encoder([" ".join(self.words[r]) or r for r in self.relations])
+    def __init__(self, store: KGStore, graph: str, relation_labels: dict[str, str] | None = None,
+                 encoder: Encoder | None = None, max_hops: int = 3,
+                 entity_labels: dict[str, str] | None = None, adjacency: GraphAdjacency | None = None,
+                 model: PathModel | None = None) -> None:
+        self.source: StepSource = (AdjacencySteps(adjacency) if adjacency is not None
+                                   else StoreSteps(store, graph))
+        associations = classifier = None
+        if model is not None:
+            associations = WordAssociations.from_patterns({p: v.path for p, v in model.patterns.items()})
+            classifier = model.classifier
+        self.ranker = PathRanker(relation_labels, encoder, entity_labels, associations, classifier,
+                                 max_hops=max_hops)
 
-    def scores(self, pattern: str) -> dict[str, tuple[float, float]]:
-        """relation -> (lexical, embedding) similarity to the question pattern."""
-        words = question_words(pattern)
-        lexical = {r: lexical_relation_score(words, self.words[r]) for r in self.relations}
-        semantic = dict.fromkeys(self.relations, 0.0)
-        if self.encoder is not None and self._relation_vectors is not None:
-            query = self.encoder([pattern.replace("<e>", "").replace("<E>", "")])[0]
-            for r, value in zip(self.relations, self._relation_vectors @ query, strict=True):
-                semantic[r] = float(value)
-        return {r: (lexical[r], semantic[r]) for r in self.relations}
+    def rank(self, pattern: str, topic: str, k: int = 5) -> list[RankedPath]:
+        return self.ranker.rank(pattern, topic, self.source, k)
 
-    def link(self, pattern: str, topic: str) -> LinkedPath:
-        scores = self.scores(pattern)
-        ranked = sorted(self.relations, key=lambda r: (-max(scores[r]), -scores[r][0], r))
+    def link(self, pattern: str, topic: str, learned_from: str = "zero-shot") -> LinkedPath:
+        ranked = self.rank(pattern, topic)
         if not ranked:
-            return LinkedPath((), "zero-shot", pattern)
-        chosen = [ranked[0]] + [r for r in ranked[1:] if scores[r][0] >= self.min_lexical]
-        chosen = chosen[: self.max_hops]
-        words = question_words(pattern)
-        anchor = pattern.find("<e>")
-
-        def distance(relation: str) -> int:
-            positions = [m.start() for w in words for m in re.finditer(re.escape(w), pattern)
-                         if any(_close(w, x) for x in self.words[relation])]
-            return min((abs(p - anchor) for p in positions), default=10_000)
-
-        ordered = sorted(chosen, key=lambda r: (distance(r), ranked.index(r))) if len(chosen) > 1 else chosen
-        path: list[Step] = []
-        frontier = [topic]
-        for relation in ordered:
-            step, frontier = self._direction(relation, frontier, topic)
-            path.append(step)
-        return LinkedPath(tuple(path), "zero-shot", pattern, score=max(scores[ordered[0]]))
-
-    def _direction(self, relation: str, frontier: list[str], topic: str) -> tuple[Step, list[str]]:
-        """Forwards when the frontier has outgoing edges of the relation, else backwards."""
-        for inverse in (False, True):
-            name, var, other = ("answer_step_in", "t", "h") if inverse else ("answer_step_out", "h", "t")
-            entities = [Entity(e) for e in frontier]
-            rows = self.store.run(name, self.graph, r=Relation(relation), **{var: entities})
-            reached = sorted({row[other] for row in rows} - {topic})
-            if reached:
-                return Step(relation, inverse), reached
-        return Step(relation, False), []
-
-
-def _close(a: str, b: str) -> bool:
-    from kgengine.rag.paths import word_similarity
-
-    return word_similarity(a, b) > 0
+            return LinkedPath((), learned_from, pattern, note="no relation leaves the topic entity")
+        best = ranked[0]
+        note = (f"ranked over the grounded paths around the topic: {best.describe()}; "
+                f"direction {best.direction}")
+        if len(ranked) > 1:
+            note += f"; next: {ranked[1].describe()}"
+        return LinkedPath(best.path, learned_from, pattern, score=best.score,
+                          alternatives=[(r.path, r.score) for r in ranked[1:4]], note=note)
 
 
 class RelationLinker:
-    """Learned model first (exact pattern, then nearest), zero-shot otherwise."""
+    """A learned pattern first; else the zero-shot ranking, with the training split's signals
+    when there is one (``"nearest-pattern"`` when a known pattern is near, else ``"zero-shot"``)."""
 
     def __init__(self, zero_shot: ZeroShotLinker, model: PathModel | None = None,
                  min_similarity: float = 0.3) -> None:
@@ -275,10 +225,16 @@ class RelationLinker:
 
     def link(self, text: str, topic: str, mention: str | None) -> LinkedPath:
         pattern = pattern_of(text, mention)
-        if self.model is not None:
-            found = self.model.lookup(pattern, min_similarity=self.min_similarity)
-            if found is not None:
-                return found
+        if self.model is None:
+            return self.zero_shot.link(pattern, topic)
+        known = self.model.patterns.get(pattern)
+        if known is not None:
+            return LinkedPath(known.path, "train", pattern, pattern, 1.0, known.score, known.alternatives)
+        neighbours = self.model.index.nearest(pattern, 1)
+        if neighbours and neighbours[0][1] >= self.min_similarity:
+            linked = self.zero_shot.link(pattern, topic, "nearest-pattern")
+            linked.matched_pattern, linked.similarity = neighbours[0]
+            return linked
         return self.zero_shot.link(pattern, topic)
 
 

@@ -1,4 +1,6 @@
-"""Deterministic (offline) question templates from a relation's name and the asked direction.
+"""How a relation reads in English, from its name or label: for BRINK's deterministic question
+templates (``kgengine brink build``) and for zero-shot relation linking (which side of a
+relation a question asks for, what kind of thing an answer is).
 
 A triple ``r(h, t)`` reads one of three ways, and the wording follows it:
 
@@ -19,10 +21,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kgengine.brink.questions import QuestionDirection
 
-
-def _words(text: str) -> frozenset[str]:
+def word_set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
@@ -33,19 +33,19 @@ class Reading(StrEnum):
 
 
 # Family (Neural-LP/DRUM) and other kinship vocabularies: r(h,t) means "h is the r of t"
-KINSHIP = _words(
+KINSHIP = word_set(
     "aunt uncle brother sister son daughter father mother husband wife nephew niece cousin "
     "grandfather grandmother grandson granddaughter grandparent grandchild parent child "
     "sibling spouse"
 )
 # words that make the answer a person ("Who ...")
-PERSON_WORDS = KINSHIP | _words(
+PERSON_WORDS = KINSHIP | word_set(
     "person people actor actress nominee winner director producer writer author composer "
     "artist musician singer player athlete coach spouse partner student graduate member "
     "founder leader politician president employee celebrity friend lyricist editor "
     "cinematographer performer character"
 )
-PREPOSITIONS = _words("of in at by to for with on from as into about")
+PREPOSITIONS = word_set("of in at by to for with on from as into about")
 
 # Common Wikidata properties (Wikidata5m's relations are property ids), worded for
 # questions: where the official label reads badly in a template it is shortened or
@@ -76,7 +76,7 @@ WIKIDATA_LABELS: dict[str, str] = {
     "P1412": "language spoken", "P3373": "sibling",
 }
 # "X <verb> by Y" relations whose answers are people: "Who is Titanic directed by?"
-CREATOR_VERBS = _words("directed written produced composed starred edited founded created "
+CREATOR_VERBS = word_set("directed written produced composed starred edited founded created "
                        "painted designed performed narrated illustrated")
 # relation words that are verbs, not nouns: word -> base form
 VERBS = {"contains": "contain"}
@@ -99,7 +99,7 @@ def humanize(name: str) -> str:
     return " ".join(re.sub(r"[_\-./]+", " ", name).split()).lower()
 
 
-def _is_person(phrase: str) -> bool:
+def is_person(phrase: str) -> bool:
     """By the phrase's head noun: "award nominee" and "starred actors" are people, "sister
     city" and "type of union" are not."""
     words = phrase.split(" of ")[0].split()
@@ -119,16 +119,16 @@ def _from_label(label: str) -> Phrase:
         return Phrase(Reading.ATTRIBUTE, text, verb=VERBS[text])
     if len(words) > 1 and words[0] == "has":
         noun = " ".join(words[1:])
-        return Phrase(Reading.ATTRIBUTE, noun, _is_person(noun))
+        return Phrase(Reading.ATTRIBUTE, noun, is_person(noun))
     if len(words) > 1 and words[-1] == "of":
         noun = " ".join(words[:-1])
-        return Phrase(Reading.NOUN_OF, noun, _is_person(noun))
+        return Phrase(Reading.NOUN_OF, noun, is_person(noun))
     if len(words) > 1 and words[-1] in PREPOSITIONS:
         first = words[0]
         if first.endswith("s") and not first.endswith("ss"):  # works for -> does X work for
             return Phrase(Reading.VERB, text, verb=" ".join([first[:-1], *words[1:]]))
         return Phrase(Reading.VERB, text, words[-1] == "by" and first in CREATOR_VERBS)
-    return Phrase(Reading.ATTRIBUTE, text, _is_person(text))
+    return Phrase(Reading.ATTRIBUTE, text, is_person(text))
 
 
 def _freebase(relation: str) -> Phrase:
@@ -140,7 +140,7 @@ def _freebase(relation: str) -> Phrase:
         return Phrase(Reading.ATTRIBUTE, segment, subject_type=subject_type, verb=VERBS[segment])
     noun = humanize(re.sub(r"_s$", "", segment))
     mediator = humanize(last[-2]) if len(paths) > 1 and len(last) >= 2 else ""
-    return Phrase(Reading.ATTRIBUTE, noun, _is_person(noun), subject_type, mediator)
+    return Phrase(Reading.ATTRIBUTE, noun, is_person(noun), subject_type, mediator)
 
 
 def phrase_for(relation: str, label: str | None = None) -> Phrase:
@@ -167,12 +167,12 @@ def _plural(noun: str) -> bool:
     return last.endswith("s") and not last.endswith(("ss", "us", "is"))
 
 
-def template_question(relation: str, direction: QuestionDirection, topic: str,
+def template_question(relation: str, direction: str, topic: str,
                       label: str | None = None) -> str:
     """The question for ``relation`` with ``topic`` given, asking for the other side."""
     p = phrase_for(relation, label)
     wh = "Who" if p.person else "What"
-    forward = direction == QuestionDirection.FORWARD  # topic is the head
+    forward = direction == "forward"  # topic is the head (QuestionDirection.FORWARD)
     if p.reading == Reading.NOUN_OF:
         if p.text in KINSHIP:
             return f"Whose {p.text} is {topic}?" if forward else f"Who is the {p.text} of {topic}?"
@@ -188,7 +188,7 @@ def template_question(relation: str, direction: QuestionDirection, topic: str,
     plural = _plural(p.text)
     if forward:
         return f"{wh} {'are' if plural and not p.mediator else 'is'} the {noun} of {topic}?"
-    person_subject = _is_person(p.subject_type) if p.subject_type else p.person
+    person_subject = is_person(p.subject_type) if p.subject_type else p.person
     asker = "Who" if person_subject else f"Which {p.subject_type}" if p.subject_type else "What"
     owner = "their" if person_subject else "its"
     if p.subject_type or not p.person:
