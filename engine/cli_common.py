@@ -13,6 +13,7 @@ from kgengine.config import resolve_store
 from kgengine.errors import InvalidParameterError
 from kgengine.model import GraphInfo
 from kgengine.store import KGStore, open_store
+from kgengine.surface import SURFACE_CHOICES, Surface
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,6 +33,29 @@ def graph_option(required: bool = False, default: str | None = None) -> Callable
     return click.option(
         "--graph", "graph", required=required, default=default, help="Named graph (dataset variant)."
     )
+
+
+# One --labels for `ask` and `eval`: the surface form of the entities the answerer sees and
+# writes. `ask` maps the graph's ids through the store (labels, private ids); `eval` re-expresses
+# a BRINK build through its entities.tsv. Both refuse a form the data lacks rather than fall back
+# to ids silently.
+LABELS_HELP = ("How entities are written in questions, prompts and answers: private (the store's "
+               "seeded random ids, BRINK §5.4), dataset (the ids the data was loaded with) or text "
+               "(text labels); a form the graph or BRINK build does not have is an error [default: as "
+               "given: the graph's own ids, a BRINK build's as built].")
+
+
+def labels_option(func: F) -> F:
+    return click.option("--labels", type=click.Choice(SURFACE_CHOICES), default=None,
+                        help=LABELS_HELP)(func)
+
+
+def check_graph_labels(store: KGStore, graph: str, labels: Surface) -> None:
+    """Refuse ``--labels text`` on a graph without any text label (Family, a BRINK build's KG in
+    private ids), where every entity would silently be written by its id instead."""
+    if labels == Surface.TEXT and not store.labels(graph):
+        raise InvalidParameterError(f"--labels text: graph {graph!r} has no text labels (its entities "
+                                    "have ids only); use --labels dataset or private")
 
 
 def connect(store_location: str | None, read_only: bool = False, create: bool = False) -> KGStore:

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kgengine.cli_common import connect, graph_option, show_progress, store_option
+from kgengine.cli_common import (
+    check_graph_labels,
+    connect,
+    graph_option,
+    labels_option,
+    show_progress,
+    store_option,
+)
 from kgengine.errors import KGEngineError
 from kgengine.rag.base import Answer, Question
 from kgengine.rag.methods import (
@@ -26,7 +33,8 @@ from kgengine.rag.methods import (
     split_options,
 )
 from kgengine.rag.relations import split_train_paths
-from kgengine.surface import SURFACE_CHOICES, Surface, parse_surface
+from kgengine.store import resolve_graph
+from kgengine.surface import Surface, parse_surface
 
 
 class _LazyHelpOption(click.Option):
@@ -70,10 +78,7 @@ def _method_help() -> str:
 @click.option("--train", "train", multiple=True, metavar="FILE",
               help="Training questions with gold answers (BRINK JSONL or MetaQA qa_*.txt) to learn "
                    "question pattern -> relation path from; repeatable.")
-@click.option("--labels", type=click.Choice(SURFACE_CHOICES), default=Surface.DATASET.value,
-              show_default=True,
-              help="How entities are written in prompts and answers: private ids, dataset ids or text "
-                   "labels.")
+@labels_option
 @click.option("--embedding-model", default=None,
               help="sentence-transformers model name or path [default: all-MiniLM-L6-v2, packaged].")
 @click.option("--llm-base-url", default=None, envvar="OPENAI_BASE_URL",
@@ -88,7 +93,7 @@ def _method_help() -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as one JSON object.")
 def ask(question: str | None, entity: str | None, graph: str | None, store_location: str | None,
         method: str | None, method_options: tuple[str, ...], hops: int, top_k: int, rules_path: Path | None,
-        train: tuple[str, ...], labels: str, embedding_model: str | None, llm_base_url: str | None,
+        train: tuple[str, ...], labels: str | None, embedding_model: str | None, llm_base_url: str | None,
         llm_model: str | None, llm_cache: Path | None, questions_path: Path | None, allow_empty: bool,
         as_json: bool) -> None:
     """Answer QUESTION over GRAPH, with the relation path, reasoning and evidence paths."""
@@ -101,8 +106,9 @@ def ask(question: str | None, entity: str | None, graph: str | None, store_locat
     shared, options = split_options(method, parse_key_values(method_options))
     settings = settings_with(AnswerSettings(
         hops=hops, top_k=top_k, rules_path=rules_path, train_paths=tuple(split_train_paths(train)),
-        labels=parse_surface(labels), embedding_model=embedding_model, llm_base_url=llm_base_url,
-        llm_model=llm_model, llm_cache=llm_cache), shared)
+        # as given: the answered graph's own ids
+        labels=parse_surface(labels or Surface.DATASET), embedding_model=embedding_model,
+        llm_base_url=llm_base_url, llm_model=llm_model, llm_cache=llm_cache), shared)
     settings.check()
     items = None
     if questions_path is not None:
@@ -114,6 +120,8 @@ def ask(question: str | None, entity: str | None, graph: str | None, store_locat
             return
     store = connect(store_location, read_only=True)
     try:
+        graph = resolve_graph(store, graph)  # the graph named, or the store's only one
+        check_graph_labels(store, graph, settings.labels)
         with ExitStack() as resources:
             answerer = build_answerer(store, graph, method, settings, options, resources=resources,
                                       log=lambda m: click.echo(m, err=True))

@@ -8,12 +8,26 @@ import json
 from pathlib import Path
 
 import click
-from kgengine.cli_common import connect, show_progress, store_option
-from kgengine.errors import KGEngineError
+from kgengine.cli_common import connect, labels_option, show_progress, store_option
+from kgengine.errors import InvalidParameterError, KGEngineError
 from kgengine.eval.files import score_files
 from kgengine.eval.metrics import METRIC_KEYS
 from kgengine.rag.methods import check_methods
-from kgengine.surface import SURFACE_CHOICES
+from kgengine.surface import Surface, parse_surface
+
+
+def check_build_labels(question_specs: tuple[str, ...], labels: str | None) -> None:
+    """Refuse ``--labels text`` for a BRINK build whose entities have no text label (Family's
+    have none): re-expressed, every entity would silently keep its id."""
+    if labels is None or parse_surface(labels) != Surface.TEXT:
+        return
+    from kgengine.eval.surface import read_entities
+
+    for spec in question_specs:
+        entities = Path(spec) / "entities.tsv"
+        if entities.is_file() and not any(e.label for e in read_entities(entities)):
+            raise InvalidParameterError(f"--labels text: the BRINK build {spec} has no text labels (its "
+                                        "entities.tsv has ids only); use --labels dataset or private")
 
 
 def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> None:
@@ -49,9 +63,7 @@ def _print_scores(scores: dict[str, float | int], missing: int, label: str) -> N
               "MetaQA question types (relation paths never seen in learning: harder).")
 @click.option("--ceiling/--no-ceiling", default=True,
               help="MetaQA: report the answerable ceiling (gold answer within the hop count in the KB).")
-@click.option("--labels", type=click.Choice(SURFACE_CHOICES), default=None,
-              help="Entity surface form for a BRINK build's questions and answers (needs entities.tsv) "
-              "[default: as built].")
+@labels_option
 @click.option("--option", "extra_options", multiple=True, metavar="KEY=VALUE",
               help="A shared answerer setting or an option of a method run (`kgengine ask --help` lists "
               "each method's), e.g. --option embedding_model=NAME --option min_score=0.6.")
@@ -90,6 +102,7 @@ def eval_group(ctx: click.Context, question_specs: tuple[str, ...], split: str |
         return
     if out_dir is None:
         raise click.UsageError("-o/--output is required")
+    check_build_labels(question_specs, labels)
     from kgengine.eval.run import EvalRequest, run_eval
 
     request = EvalRequest(
