@@ -127,6 +127,8 @@ class StoreSteps:
 # ---- the question ---------------------------------------------------------------------------
 _TOKEN = re.compile(r"<e>|[a-z0-9]+(?:'s)?")
 TEMPORAL_WORDS = word_set("year years date dates decade when time")
+SHARE_WORDS = word_set("share shares shared sharing same also common other others too co")
+SHARE_SUPPORT = 0.8
 NUMBER_WORDS = word_set("rating ratings score votes number amount count population height")
 _SKIP_AFTER_WH = word_set("is are was were the a an kind sort type types of do does did")
 
@@ -228,12 +230,12 @@ class RelationCues:
         return (self.person if not inverse and self.by_verb else None), []
 
 
-def _named(question: QuestionCues, form: str, used: frozenset[int]) -> bool:
+def _named(question: QuestionCues, form: str, taken: frozenset[int]) -> bool:
     """Whether ``form`` (a relation's name or label) is written in the question, on words no
-    earlier step used."""
+    earlier step took."""
     words = _TOKEN.findall(form.lower())
     tokens, n = question.tokens, len(words)
-    return n > 0 and any(tokens[i:i + n] == words and not used & set(range(i, i + n))
+    return n > 0 and any(tokens[i:i + n] == words and not taken & set(range(i, i + n))
                          for i in range(len(tokens) - n + 1))
 
 
@@ -295,6 +297,7 @@ class _Prefix:
     parts: dict[str, float]
     direction: str = "only one direction exists from the topic"
     cue_distance: int | None = None  # tokens between the topic and the last named step's word
+    claims: frozenset[tuple[int, str]] = frozenset()  # (word, relation): words a step's relation matched
 
     @property
     def score(self) -> float:
@@ -376,8 +379,14 @@ class PathRanker:
         cues = self.cues(step.relation)
         parts = dict(prefix.parts)
         seen = any(s.relation == step.relation for s in prefix.path)
-        free = [(i, w) for i, w in question.words if i not in prefix.used]
-        signals = [_lexical(free, cues.words)]
+        # a word another relation of the path also matched is that relation's ("born in the
+        # year <e>" asks birthYear, not birthYear then bornIn); it may name the same one again
+        taken = prefix.used | {i for i, r in prefix.claims if r != step.relation}
+        free = [(i, w) for i, w in question.words if i not in taken]
+        signals = [_lexical(free, cues.words, question.anchor)]
+        if prefix.path and prefix.path[-1] == Step(step.relation, not step.inverse):
+            # back along the same relation: "films that share actors with <e>", "the same director"
+            signals += [(SHARE_SUPPORT, frozenset({i})) for i, w in free if w in SHARE_WORDS]
         if self.associations is not None:  # not the answer's noun: "which person" names no relation
             signals += [(self.associations.get(w, step.relation), frozenset({i})) for i, w in free
                         if i != question.answer.position]
@@ -403,7 +412,7 @@ class PathRanker:
             # the mean over the path's relations: more relations must not add up to more
             distinct = len({s.relation for s in prefix.path}) + 1
             parts["embedding"] = (parts.get("embedding", 0.0) * (distinct - 1) + value) / distinct
-        if not seen and any(_named(question, form, prefix.used) for form in cues.verbatim):
+        if not seen and any(_named(question, form, taken) for form in cues.verbatim):
             parts["named verbatim"] = parts.get("named verbatim", 0.0) + VERBATIM_BONUS
         direction = prefix.direction
         if not prefix.path and Step(step.relation, not step.inverse) in first_steps:
@@ -418,8 +427,10 @@ class PathRanker:
                              "question decides (uncertain)")
             else:
                 direction = "both directions exist and the question gives no cue: both ranked (uncertain)"
+        claims = prefix.claims | {(i, step.relation) for i, w in free
+                                  if used and any(word_similarity(r, w) > 0 for r in cues.words)}
         return _Prefix((*prefix.path, step), prefix.frontier, prefix.used | used, parts, direction,
-                       distance if distance is not None else prefix.cue_distance)
+                       distance if distance is not None else prefix.cue_distance, frozenset(claims))
 
     def _template_lean(self, asked: str, step: Step) -> float:
         """How much closer the question is to this direction's template question than to the
@@ -452,24 +463,29 @@ class PathRanker:
 _NUMERIC = re.compile(r"[-+]?\d[\d,.]*(?:\s*[a-z%]{0,3})?|\d{4}-\d{2}(?:-\d{2})?")
 
 
-def _lexical(free: Sequence[tuple[int, str]], relation: Sequence[str]) -> tuple[float, frozenset[int]]:
+def _lexical(free: Sequence[tuple[int, str]], relation: Sequence[str], anchor: int | None
+             ) -> tuple[float, frozenset[int]]:
     """Mean over the relation's words of their best free question word, and the words the step
-    uses: the best match and the matched words next to it ("release year", "causes_12") —
-    not a match further away: "films starred by the actors in <e>" names ``starred_actors``
-    twice, once by each word."""
+    uses: the matching word nearest the topic (of those at least half as good as the best;
+    "films written by the writer of <e>": "writer" for the hop from <e>) and the matched words
+    next to it ("release year", "causes_12") — not a match further away: "films starred by
+    the actors in <e>" names ``starred_actors`` twice, once by each word."""
     if not relation or not free:
         return 0.0, frozenset()
-    total, matched, best = 0.0, {}, (0.0, -1)
+    total, matched = 0.0, {}
     for r in relation:
-        value, where = max(((word_similarity(r, w), i) for i, w in free), key=lambda x: (x[0], -x[1]))
+        value = max(word_similarity(r, w) for _, w in free)
         total += value
-        if value > 0:
-            matched[where] = max(value, matched.get(where, 0.0))
-            best = max(best, (value, -where))
+        for i, w in free:
+            similarity = word_similarity(r, w)
+            if similarity > 0:
+                matched[i] = max(similarity, matched.get(i, 0.0))
     if not matched:
         return 0.0, frozenset()
-    used = {-best[1]}
-    for i in sorted(matched, key=lambda i: abs(i + best[1])):
+    top = max(matched.values())
+    near = [i for i, v in matched.items() if v >= top / 2]
+    used = {min(near, key=lambda i: (abs(i - anchor) if anchor is not None else 0, -matched[i], i))}
+    for i in sorted(matched, key=lambda i: min(abs(i - j) for j in used)):
         if i - 1 in used or i + 1 in used:
             used.add(i)
     return total / len(relation), frozenset(used)
