@@ -118,7 +118,8 @@ def metaqa_question(q: metaqa.MetaQAQuestion, split: str) -> QuestionRecord:
 
 def read_metaqa_file(path: Path, split: str | None = None, hops: int | None = None) -> list[QuestionRecord]:
     name = split or path.stem.removeprefix("qa_")
-    return [metaqa_question(q, name) for q in metaqa.read_questions(path, hops)]
+    # free-text questions (the brackets removed) are scored; learning skips them
+    return [metaqa_question(q, name) for q in metaqa.read_questions(path, hops, require_topic=False)]
 
 
 def load_metaqa(hops: int, split: str = "test", root: Path | None = None) -> QuestionSet:
@@ -156,7 +157,9 @@ def read_metaqa_lines(path: Path, *, gold: bool) -> Iterator[QuestionRecord]:
                                  "expected a MetaQA line 'question with [topic]<TAB>answers' or JSONL")
             yield QuestionRecord(str(number), Question(text), hops=hops, source=f"{path}:{number}")
             continue
-        q = metaqa.parse_question(line, hops=hops or 0, source=str(path), number=number)
+        # scoring may read free-text questions (MetaQA with the brackets removed); learning
+        # skips them (read_training: no topic to learn a pattern from)
+        q = metaqa.parse_question(line, hops=hops or 0, source=str(path), number=number, require_topic=False)
         yield QuestionRecord(str(number), Question(q.text, q.topic), q.answers, hops=hops,
                              source=f"{path}:{number}")
 

@@ -55,7 +55,7 @@ class MetaQAQuestion:
     """One MetaQA question. ``text`` is the original (with the ``[topic]`` brackets)."""
 
     text: str
-    topic: str
+    topic: str | None  # None: a free-text question (no [brackets]; read with require_topic=False)
     answers: tuple[str, ...]
     hops: int
     qtype: str | None
@@ -69,20 +69,21 @@ class MetaQAQuestion:
 
 
 def parse_question(line: str, *, hops: int, qtype: str | None = None, source: str = "",
-                   number: int = 0) -> MetaQAQuestion:
-    """Parse ``question with [topic]<TAB>a1|a2`` (answers split on ``|`` only)."""
+                   number: int = 0, require_topic: bool = True) -> MetaQAQuestion:
+    """Parse ``question with [topic]<TAB>a1|a2`` (answers split on ``|`` only); without
+    ``require_topic`` a question with no ``[topic]`` is read as free text (topic None)."""
     fields = line.split("\t")
     if len(fields) != 2:
         raise InputError(source, number, line, f"expected 'question<TAB>answers', got {len(fields)} fields")
     text, answer_field = fields
     topics = _TOPIC.findall(text)
-    if len(topics) != 1:
+    if len(topics) > 1 or (require_topic and not topics):
         raise InputError(source, number, line, f"expected one [topic entity], found {len(topics)}")
     answers = tuple(answer_field.split("|"))
     if not all(answers):
         raise InputError(source, number, line, "empty answer")
-    return MetaQAQuestion(text=text, topic=topics[0], answers=answers, hops=hops, qtype=qtype,
-                    source=source, line=number)
+    return MetaQAQuestion(text=text, topic=topics[0] if topics else None, answers=answers, hops=hops,
+                          qtype=qtype, source=source, line=number)
 
 
 def hops_of(path: Path) -> int:
@@ -94,10 +95,11 @@ def hops_of(path: Path) -> int:
     raise KGEngineError(f"{path}: cannot tell the hop count (expected it under an 'N-hop' folder)")
 
 
-def read_questions(path: Path, hops: int | None = None, qtype_path: Path | None = None
-                   ) -> Iterator[MetaQAQuestion]:
+def read_questions(path: Path, hops: int | None = None, qtype_path: Path | None = None,
+                   require_topic: bool = True) -> Iterator[MetaQAQuestion]:
     """Stream the questions of one QA file; the qtype file (default: ``<stem>_qtype.txt``
-    next to it, used when present) must have one line per question."""
+    next to it, used when present) must have one line per question. Without
+    ``require_topic``, questions without ``[brackets]`` are read as free text."""
     hop_count = hops if hops is not None else hops_of(path)
     if qtype_path is None:
         guess = path.with_name(path.stem + "_qtype.txt")
@@ -112,7 +114,8 @@ def read_questions(path: Path, hops: int | None = None, qtype_path: Path | None 
             if item is None:
                 raise InputError(str(qtype_path), number, "", f"qtype file is shorter than {path}")
             qtype = item[1]
-        yield parse_question(line, hops=hop_count, qtype=qtype, source=str(path), number=number)
+        yield parse_question(line, hops=hop_count, qtype=qtype, source=str(path), number=number,
+                             require_topic=require_topic)
     if qtypes is not None and (extra := next(qtypes, None)) is not None:
         raise InputError(str(qtype_path), extra[0], extra[1], f"qtype file is longer than {path}")
 

@@ -291,7 +291,7 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
     labels = store.labels(graph)
     # the ranking walks the in-memory graph when learning built it, else the store
     zero_shot = ZeroShotLinker(store, graph, store.relation_labels(graph), _encoder(context, options),
-                               settings.hops, labels, context.parts.get("adjacency"), model)
+                               settings.hops, labels, context.parts.get("adjacency"), model, rules)
     answerer = OfflineAnswerer(store, graph, linker, RelationLinker(zero_shot, model, options.min_similarity),
                                rules, context.method, options.min_score, context.surface().entity,
                                labels, rule_guided=rule_guided)

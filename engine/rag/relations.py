@@ -189,7 +189,10 @@ class ZeroShotLinker:
     def __init__(self, store: KGStore, graph: str, relation_labels: dict[str, str] | None = None,
                  encoder: Encoder | None = None, max_hops: int = 3,
                  entity_labels: dict[str, str] | None = None, adjacency: GraphAdjacency | None = None,
-                 model: PathModel | None = None) -> None:
+                 model: PathModel | None = None, rules: RuleSet | None = None) -> None:
+        # the heads of mined rules, both ways: rankable from a topic that lacks the edge
+        self.derivable = sorted({Step(r.head_relation, inverse) for r in (rules.rules if rules else ())
+                                 for inverse in (False, True)})
         self.source: StepSource = (AdjacencySteps(adjacency) if adjacency is not None
                                    else StoreSteps(store, graph))
         associations = classifier = None
@@ -200,7 +203,7 @@ class ZeroShotLinker:
                                  max_hops=max_hops)
 
     def rank(self, pattern: str, topic: str, k: int = 5) -> list[RankedPath]:
-        return self.ranker.rank(pattern, topic, self.source, k)
+        return self.ranker.rank(pattern, topic, self.source, k, self.derivable)
 
     def link(self, pattern: str, topic: str, learned_from: str = "zero-shot") -> LinkedPath:
         ranked = self.rank(pattern, topic)

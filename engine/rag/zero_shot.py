@@ -333,8 +333,11 @@ class PathRanker:
                 self._vectors[text] = vector
         return [self._vectors[t] for t in texts]
 
-    def rank(self, pattern: str, topic: str, source: StepSource, k: int = 5) -> list[RankedPath]:
-        """The ``k`` best grounded paths from ``topic`` for ``pattern``, best first."""
+    def rank(self, pattern: str, topic: str, source: StepSource, k: int = 5,
+             derivable: Iterable[Step] = ()) -> list[RankedPath]:
+        """The ``k`` best grounded paths from ``topic`` for ``pattern``, best first.
+        ``derivable``: one-step paths to rank although the topic has no such edge (the heads
+        of mined rules, on an incomplete KG: the rules derive what the edge would give)."""
         question = QuestionCues.of(pattern)
         asked = re.sub(r"\s+", " ", pattern.replace("<e>", " ").replace("<E>", " ")).strip()
         classifier = self.classifier
@@ -347,7 +350,7 @@ class PathRanker:
             for prefix in level:
                 steps = source.steps(prefix.frontier[: self.frontier_cap])
                 if depth == 0:
-                    first_steps = steps
+                    steps = first_steps = {**dict.fromkeys(derivable, 0), **steps}
                 extended += [self._extend(prefix, step, question, asked, first_steps)
                              for step in sorted(steps)]
             extended.sort(key=lambda p: (-p.score, len(p.path), format_path(p.path)))
@@ -355,10 +358,14 @@ class PathRanker:
             for prefix in extended:
                 if len(level) >= self.beam:
                     break
+                grounded = first_steps.get(prefix.path[-1], 1) if depth == 0 else 1
                 reached = source.follow(prefix.frontier[: self.frontier_cap], prefix.path[-1]) - {topic}
                 if reached:
                     prefix.frontier = sorted(reached)
                     level.append(prefix)
+                elif not grounded:  # derivable only: ranked, not walked further
+                    prefix.frontier = []
+                    done.append(prefix)
             done += level
         ranked = []
         for prefix in done:
@@ -525,8 +532,8 @@ def expected_direction(question: QuestionCues, cues: RelationCues, used: Iterabl
         return not forward
     # a verb (h r t) or an opaque code, read in the question's order: the active voice of an
     # "r by" relation ("who directed <e>") reverses it; "the r of <e>" reads as <e>'s r
-    if whose:
-        return True
+    if whose or (topic_first and "as" in tokens[anchor:cue]):
+        return True  # "whose r is <e>", "what has <e> as its r"
     forward = topic_first or of_topic
     if cues.by_verb and after_cue != "by" and not of_topic:
         forward = not forward
