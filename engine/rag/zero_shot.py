@@ -129,6 +129,7 @@ _TOKEN = re.compile(r"<e>|[a-z0-9]+(?:'s)?")
 TEMPORAL_WORDS = word_set("year years date dates decade when time")
 SHARE_WORDS = word_set("share shares shared sharing same also common other others too co")
 SHARE_SUPPORT = 0.8
+HEAD_SHARE = 0.8  # a relation's head noun alone: this share of a full match
 NUMBER_WORDS = word_set("rating ratings score votes number amount count population height")
 _SKIP_AFTER_WH = word_set("is are was were the a an kind sort type types of do does did")
 
@@ -179,7 +180,7 @@ class QuestionCues:
     @classmethod
     def of(cls, pattern: str) -> QuestionCues:
         tokens = _TOKEN.findall(pattern.lower())
-        content = set(question_words(pattern))
+        content = set(question_words(pattern)) | SHARE_WORDS  # "also" is a stopword elsewhere
         words = [(i, t.removesuffix("'s")) for i, t in enumerate(tokens)
                  if t != "<e>" and t.removesuffix("'s") in content]
         anchor = tokens.index("<e>") if "<e>" in tokens else None
@@ -423,8 +424,9 @@ class PathRanker:
             parts["named verbatim"] = parts.get("named verbatim", 0.0) + VERBATIM_BONUS
         direction = prefix.direction
         if not prefix.path and Step(step.relation, not step.inverse) in first_steps:
-            # both directions exist from the topic: the question decides
-            expected = expected_direction(question, cues, used)
+            # both directions exist from the topic: the question decides (by the words that
+            # name the relation: a step no word names has no direction to read)
+            expected = expected_direction(question, cues, used) if support >= STEP_COST else None
             if expected is not None:
                 parts["direction"] = DIRECTION_WEIGHT if expected == step.inverse else -DIRECTION_WEIGHT
                 direction = "from the question's word order and the relation's reading"
@@ -462,6 +464,8 @@ class PathRanker:
         score = 0.0
         if answer.kind == "person":
             score += 0.3 if person else -0.3 if person is False and noun else 0.0
+        elif answer.noun and person:  # "which films ..." does not end in people
+            score -= 0.3
         if answer.noun and noun:
             score += 0.4 * max(word_similarity(answer.noun, n) for n in noun)
         return score
@@ -489,6 +493,11 @@ def _lexical(free: Sequence[tuple[int, str]], relation: Sequence[str], anchor: i
                 matched[i] = max(similarity, matched.get(i, 0.0))
     if not matched:
         return 0.0, frozenset()
+    # the phrase's head noun alone names it well ("actor" for starred_actors, "rating" for
+    # has_imdb_rating), the modifiers alone do not
+    head = next((r for r in reversed(relation) if not r.isdigit()), None)
+    if head is not None and len(relation) > 1:
+        total = max(total, HEAD_SHARE * len(relation) * max(word_similarity(head, w) for _, w in free))
     top = max(matched.values())
     near = [i for i, v in matched.items() if v >= top / 2]
     used = {min(near, key=lambda i: (abs(i - anchor) if anchor is not None else 0, -matched[i], i))}
