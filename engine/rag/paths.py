@@ -362,7 +362,8 @@ def question_words(pattern: str) -> list[str]:
 # word families the common-prefix rule misses (irregular verbs, "acted" ~ "actors") -> one
 # stem, so "wrote" meets "written_by"
 _IRREGULAR = {form: stem for stem, forms in {
-    "writ": "write wrote written writes", "sing": "sang sung sings", "win": "won wins winning",
+    "writ": "write wrote written writes writer writers screenwriter screenwriters",
+    "sing": "sang sung sings", "win": "won wins winning",
     "make": "made makes", "give": "gave given gives", "take": "took taken takes",
     "speak": "spoke spoken speaks", "begin": "began begun begins", "born": "bore borne birth",
     "lead": "led leads", "teach": "taught", "buy": "bought", "think": "thought", "drive": "drove driven",

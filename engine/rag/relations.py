@@ -53,6 +53,7 @@ from kgengine.rag.zero_shot import (
     RankedPath,
     StepSource,
     StoreSteps,
+    VocabularyMap,
     WordAssociations,
 )
 from kgengine.store import KGStore
@@ -75,7 +76,9 @@ class LinkedPath:
     def describe(self) -> str:
         path = " / ".join(format_path(self.path)) or "(none)"
         if self.learned_from == "train":
-            return f"relation path {path}: learned for pattern {self.pattern!r} (train F1 {self.score:.2f})"
+            read = f"; {self.note} ({self.matched_pattern!r})" if self.note else ""
+            return (f"relation path {path}: learned for pattern {self.pattern!r} (train F1 "
+                    f"{self.score:.2f}){read}")
         if self.learned_from == "nearest-pattern":
             return (f"relation path {path}: unseen pattern {self.pattern!r} (nearest known: "
                     f"{self.matched_pattern!r}, similarity {self.similarity:.2f}), {self.note}")
@@ -225,6 +228,10 @@ class RelationLinker:
     def __init__(self, zero_shot: ZeroShotLinker, model: PathModel | None = None,
                  min_similarity: float = 0.3) -> None:
         self.zero_shot, self.model, self.min_similarity = zero_shot, model, min_similarity
+        encoder = zero_shot.ranker.encoder
+        # with embeddings, words the training split never used are read as its nearest words
+        self.vocabulary = (VocabularyMap(model.patterns, encoder)
+                           if model is not None and encoder is not None else None)
 
     def link(self, text: str, topic: str, mention: str | None) -> LinkedPath:
         pattern = pattern_of(text, mention)
@@ -233,6 +240,21 @@ class RelationLinker:
         known = self.model.patterns.get(pattern)
         if known is not None:
             return LinkedPath(known.path, "train", pattern, pattern, 1.0, known.score, known.alternatives)
+        if self.vocabulary is not None:
+            rewritten, swaps = self.vocabulary.rewrite(pattern)
+            known = self.model.patterns.get(rewritten)
+            read_as = "words unseen in training read as " + ", ".join(f"{a!r} ~ {b!r}" for a, b in swaps)
+            if known is not None:
+                return LinkedPath(known.path, "train", pattern, rewritten, 1.0, known.score,
+                                  known.alternatives, note=read_as)
+            if swaps:
+                linked = self.link_unseen(rewritten, topic)
+                linked.pattern, linked.note = pattern, f"{read_as}; {linked.note}"
+                return linked
+        return self.link_unseen(pattern, topic)
+
+    def link_unseen(self, pattern: str, topic: str) -> LinkedPath:
+        assert self.model is not None
         neighbours = self.model.index.nearest(pattern, 1)
         if neighbours and neighbours[0][1] >= self.min_similarity:
             linked = self.zero_shot.link(pattern, topic, "nearest-pattern")

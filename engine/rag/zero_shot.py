@@ -277,6 +277,54 @@ class WordAssociations:
         return self.lift.get(word, {}).get(relation, 0.0)
 
 
+class VocabularyMap:
+    """Words a training split never used -> the training word they embed closest to, when
+    close enough (cosine >= ``min_cosine``) and clearly closest (ahead of the runner-up by
+    ``margin``): "penned" -> "wrote", "kinds" -> "types". Loose single-word neighbours
+    ("filmmakers" ~ "films") stay unmapped."""
+
+    def __init__(self, patterns: Iterable[str], encoder: Encoder, min_cosine: float = 0.6,
+                 margin: float = 0.05) -> None:
+        self.vocabulary = sorted({w for p in patterns for w in _WORDS.findall(p) if w not in STOPWORDS})
+        self.encoder, self.min_cosine, self.margin = encoder, min_cosine, margin
+        self._vectors: Any = None
+        self._mapped: dict[str, str | None] = {}
+
+    def nearest(self, word: str) -> str | None:
+        if word not in self._mapped:
+            if self._vectors is None:
+                self._vectors = self.encoder(self.vocabulary)
+            scores = self._vectors @ self.encoder([word])[0]
+            order = scores.argsort()[::-1]
+            best = float(scores[order[0]])
+            runner_up = float(scores[order[1]]) if len(order) > 1 else -1.0
+            self._mapped[word] = (self.vocabulary[order[0]]
+                                  if best >= self.min_cosine and best - runner_up >= self.margin else None)
+        return self._mapped[word]
+
+    def rewrite(self, pattern: str) -> tuple[str, list[tuple[str, str]]]:
+        """The pattern with its unseen words mapped, and the (word, mapped to) pairs."""
+        if not self.vocabulary:
+            return pattern, []
+        known = set(self.vocabulary)
+        swaps: list[tuple[str, str]] = []
+
+        def swap(match: re.Match[str]) -> str:
+            word = match.group(0)
+            if word in known or word in STOPWORDS or word.isdigit() or word == "e":
+                return word
+            found = self.nearest(word)
+            if found is None:
+                return word
+            swaps.append((word, found))
+            return found
+
+        return _WORDS.sub(swap, pattern), swaps
+
+
+_WORDS = re.compile(r"(?<![<\w])[a-z0-9][a-z0-9'-]*(?![\w>])")
+
+
 # ---- the ranking ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RankedPath:
@@ -427,8 +475,8 @@ class PathRanker:
             # both directions exist from the topic: the question decides (by the words that
             # name the relation: a step no word names has no direction to read)
             expected = expected_direction(question, cues, used) if support >= STEP_COST else None
-            if expected is not None:
-                parts["direction"] = DIRECTION_WEIGHT if expected == step.inverse else -DIRECTION_WEIGHT
+            if expected is not None:  # a penalty, not a bonus: a one-way step is not behind
+                parts["direction"] = 0.0 if expected == step.inverse else -DIRECTION_WEIGHT
                 direction = "from the question's word order and the relation's reading"
             elif self.encoder is not None:
                 parts["direction (templates)"] = TEMPLATE_WEIGHT * self._template_lean(asked, step)
