@@ -13,19 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers.toy_kg import triples
 from helpers.zero_shot_kgs import CODES, FREEBASE, ZERO_SHOT_KGS, ZeroShotKG
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.rag.base import Question
 from kgengine.rag.methods import AnswerSettings, build_answerer
-from kgengine.rag.paths import GraphAdjacency, parse_path
-from kgengine.rag.relations import ZeroShotLinker
+from kgengine.rag.paths import GraphAdjacency, PatternPath, parse_path
+from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker
 from kgengine.rag.zero_shot import (
     AdjacencySteps,
     PathRanker,
     QuestionCues,
     RelationCues,
+    VocabularyMap,
     WordAssociations,
     answer_type,
     expected_direction,
@@ -182,3 +184,35 @@ def test_the_reasoning_says_how_the_path_was_ranked(oxigraph_store) -> None:
     assert "grounded paths" in described and "named verbatim" in described
     assert "direction only one direction exists from the topic" in described
     assert linked.alternatives  # the next-ranked paths, tried when the best finds nothing
+
+
+def _encoder(table: dict[str, list[float]]):
+    """Texts -> unit rows from ``table`` (unknown texts: a vector far from all)."""
+
+    def encode(texts):
+        rows = np.array([table.get(t, [0.0, 0.0, 0.0, 1.0]) for t in texts], dtype=float)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    return encode
+
+
+def test_training_unseen_words_are_read_as_their_clearly_nearest_training_word() -> None:
+    table = {"wrote": [1.0, 0.0, 0.0, 0.0], "directed": [0.0, 1.0, 0.0, 0.0], "films": [0.0, 0.0, 1.0, 0.0],
+             "penned": [0.9, 0.1, 0.0, 0.0],  # clearly "wrote"
+             "made": [0.6, 0.6, 0.0, 0.0]}  # as near "wrote" as "directed": left alone
+    known = ["who wrote <e>", "who directed <e>", "which films did <e> direct"]
+    vocabulary = VocabularyMap(known, _encoder(table))
+    assert vocabulary.rewrite("who penned <e>") == ("who wrote <e>", [("penned", "wrote")])
+    assert vocabulary.rewrite("who made <e>") == ("who made <e>", [])
+    assert vocabulary.rewrite("who wrote <e>") == ("who wrote <e>", [])  # known words stay
+
+
+def test_a_reworded_question_finds_its_learned_pattern(oxigraph_store) -> None:
+    kg = triples("Heat | written_by | Michael Mann\nHeat | directed_by | Michael Mann")
+    oxigraph_store.load("films", kg, dataset="tsv")
+    model = PathModel({"who wrote <e>": PatternPath(parse_path(["written_by"]), 1.0, 3)}, ["train.txt"])
+    table = {"wrote": [1.0, 0.0, 0.0, 0.0], "penned": [0.95, 0.05, 0.0, 0.0]}
+    zero_shot = ZeroShotLinker(oxigraph_store, "films", encoder=_encoder(table), model=model)
+    linked = RelationLinker(zero_shot, model).link("who penned Heat", "Heat", "Heat")
+    assert (linked.path, linked.learned_from) == (parse_path(["written_by"]), "train")
+    assert "'penned' ~ 'wrote'" in linked.describe()

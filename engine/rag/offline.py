@@ -173,6 +173,8 @@ class OfflineAnswerer(BaseAnswerer):
         timings["direct_ms"] = _ms(mark)
         mark = time.perf_counter()
         if step_rules:
+            assert self.rules is not None
+            origin = self.rules.origin.split(" cached at ")[0]  # the cache path is on the log
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer)
             for entity, found in derived.items():
@@ -182,7 +184,7 @@ class OfflineAnswerer(BaseAnswerer):
                 c.evidence += found.evidence[: self.evidence_per_answer]
             reasoning.append(f"ran {len(step_rules)} rules with head {path[0].relation} from "
                              f"{topic}: {len(derived)} candidates"
-                             + (f" ({self.rules.origin})" if self.rules is not None else ""))
+                             f" ({origin})")
         timings["rules_ms"] = _ms(mark)
         return candidates
 
@@ -298,8 +300,9 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
         answerer.thresholds = calibrate(answerer, training_examples(settings.train_paths, linker.lookup))
         if answerer.thresholds:
-            context.log("rule-candidate cuts learned on the training split: " + ", ".join(
-                f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())))
+            cuts = [f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())]
+            context.log(f"rule-candidate cuts learned on the training split for {len(cuts)} relation steps: "
+                        + ", ".join(cuts[:8]) + (f" ... (+{len(cuts) - 8})" if len(cuts) > 8 else ""))
     return answerer
 
 
