@@ -200,7 +200,8 @@ def test_training_unseen_words_are_read_as_their_clearly_nearest_training_word()
     table = {"wrote": [1.0, 0.0, 0.0, 0.0], "directed": [0.0, 1.0, 0.0, 0.0], "films": [0.0, 0.0, 1.0, 0.0],
              "penned": [0.9, 0.1, 0.0, 0.0],  # clearly "wrote"
              "made": [0.6, 0.6, 0.0, 0.0]}  # as near "wrote" as "directed": left alone
-    known = ["who wrote <e>", "who directed <e>", "which films did <e> direct"]
+    known = {"who wrote <e>": parse_path(["written_by"]), "who directed <e>": parse_path(["directed_by"]),
+             "which films did <e> direct": parse_path(["^directed_by"])}
     vocabulary = VocabularyMap(known, _encoder(table))
     assert vocabulary.rewrite("who penned <e>") == ("who wrote <e>", [("penned", "wrote")])
     assert vocabulary.rewrite("who made <e>") == ("who made <e>", [])

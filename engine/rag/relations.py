@@ -205,11 +205,13 @@ class ZeroShotLinker:
         self.ranker = PathRanker(relation_labels, encoder, entity_labels, associations, classifier,
                                  max_hops=max_hops)
 
-    def rank(self, pattern: str, topic: str, k: int = 5) -> list[RankedPath]:
-        return self.ranker.rank(pattern, topic, self.source, k, self.derivable)
+    def rank(self, pattern: str, topic: str, k: int = 5,
+             prior: dict[RelationPath, float] | None = None) -> list[RankedPath]:
+        return self.ranker.rank(pattern, topic, self.source, k, self.derivable, prior)
 
-    def link(self, pattern: str, topic: str, learned_from: str = "zero-shot") -> LinkedPath:
-        ranked = self.rank(pattern, topic)
+    def link(self, pattern: str, topic: str, learned_from: str = "zero-shot",
+             prior: dict[RelationPath, float] | None = None) -> LinkedPath:
+        ranked = self.rank(pattern, topic, prior=prior)
         if not ranked:
             return LinkedPath((), learned_from, pattern, note="no relation leaves the topic entity")
         best = ranked[0]
@@ -230,7 +232,7 @@ class RelationLinker:
         self.zero_shot, self.model, self.min_similarity = zero_shot, model, min_similarity
         encoder = zero_shot.ranker.encoder
         # with embeddings, words the training split never used are read as its nearest words
-        self.vocabulary = (VocabularyMap(model.patterns, encoder)
+        self.vocabulary = (VocabularyMap({p: v.path for p, v in model.patterns.items()}, encoder)
                            if model is not None and encoder is not None else None)
 
     def link(self, text: str, topic: str, mention: str | None) -> LinkedPath:
@@ -247,20 +249,25 @@ class RelationLinker:
             if known is not None:
                 return LinkedPath(known.path, "train", pattern, rewritten, 1.0, known.score,
                                   known.alternatives, note=read_as)
-            if swaps:
-                linked = self.link_unseen(rewritten, topic)
-                linked.pattern, linked.note = pattern, f"{read_as}; {linked.note}"
+            # words training never used: lean on the training questions it reads most like
+            prior = self.vocabulary.similar_paths(pattern) if self.vocabulary.unseen(pattern) else None
+            if swaps or prior:
+                linked = self.link_unseen(rewritten, topic, prior)
+                similar = "unseen words: the paths of the most similar training questions weigh in"
+                notes = ([read_as] if swaps else []) + ([similar] if prior else [])
+                linked.pattern, linked.note = pattern, "; ".join([*notes, linked.note or ""])
                 return linked
         return self.link_unseen(pattern, topic)
 
-    def link_unseen(self, pattern: str, topic: str) -> LinkedPath:
+    def link_unseen(self, pattern: str, topic: str,
+                    prior: dict[RelationPath, float] | None = None) -> LinkedPath:
         assert self.model is not None
         neighbours = self.model.index.nearest(pattern, 1)
         if neighbours and neighbours[0][1] >= self.min_similarity:
-            linked = self.zero_shot.link(pattern, topic, "nearest-pattern")
+            linked = self.zero_shot.link(pattern, topic, "nearest-pattern", prior)
             linked.matched_pattern, linked.similarity = neighbours[0]
             return linked
-        return self.zero_shot.link(pattern, topic)
+        return self.zero_shot.link(pattern, topic, prior=prior)
 
 
 def split_train_paths(values: Sequence[str | Path]) -> list[Path]:

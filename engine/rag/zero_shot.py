@@ -30,6 +30,7 @@ The ranking is pure over a :class:`StepSource` (the graph's steps around a set o
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -129,6 +130,8 @@ _TOKEN = re.compile(r"<e>|[a-z0-9]+(?:'s)?")
 TEMPORAL_WORDS = word_set("year years date dates decade when time")
 SHARE_WORDS = word_set("share shares shared sharing same also common other others too co")
 SHARE_SUPPORT = 0.8
+# a question with words training never used: the paths of the training questions it reads like
+SIMILAR_WEIGHT, SIMILAR_SPREAD = 0.8, 0.05
 HEAD_SHARE = 0.8  # a relation's head noun alone: this share of a full match
 NUMBER_WORDS = word_set("rating ratings score votes number amount count population height")
 _SKIP_AFTER_WH = word_set("is are was were the a an kind sort type types of do does did")
@@ -278,17 +281,44 @@ class WordAssociations:
 
 
 class VocabularyMap:
-    """Words a training split never used -> the training word they embed closest to, when
-    close enough (cosine >= ``min_cosine``) and clearly closest (ahead of the runner-up by
-    ``margin``): "penned" -> "wrote", "kinds" -> "types". Loose single-word neighbours
-    ("filmmakers" ~ "films") stay unmapped."""
+    """What a training split's wording says about a question worded otherwise, by sentence
+    embeddings. Words it never used -> the training word they embed closest to, when close
+    enough (cosine >= ``min_cosine``) and clearly closest (ahead of the runner-up by
+    ``margin``): "penned" -> "wrote", "kinds" -> "types"; loose single-word neighbours
+    ("filmmakers" ~ "films") stay unmapped. And for a question with such words, the learned
+    paths of the training questions it reads most like (:meth:`similar_paths`): "who helmed
+    the picture <e>" reads like "who directed the movie <e>" although no word maps."""
 
-    def __init__(self, patterns: Iterable[str], encoder: Encoder, min_cosine: float = 0.6,
+    def __init__(self, patterns: Mapping[str, RelationPath], encoder: Encoder, min_cosine: float = 0.6,
                  margin: float = 0.05) -> None:
+        self.patterns = dict(patterns)
         self.vocabulary = sorted({w for p in patterns for w in _WORDS.findall(p) if w not in STOPWORDS})
         self.encoder, self.min_cosine, self.margin = encoder, min_cosine, margin
         self._vectors: Any = None
+        self._pattern_vectors: Any = None
         self._mapped: dict[str, str | None] = {}
+
+    def unseen(self, pattern: str) -> list[str]:
+        known = set(self.vocabulary)
+        return [w for w in _WORDS.findall(pattern)
+                if w not in known and w not in STOPWORDS and not w.isdigit() and w != "e"]
+
+    def similar_paths(self, pattern: str) -> dict[RelationPath, float]:
+        """path -> ``SIMILAR_WEIGHT``, decaying by how much less like the question its most
+        similar training pattern reads than the most similar of all."""
+        texts = list(self.patterns)
+        if not texts:
+            return {}
+        if self._pattern_vectors is None:
+            self._pattern_vectors = self.encoder([t.replace("<e>", "it") for t in texts])
+        scores = self._pattern_vectors @ self.encoder([pattern.replace("<e>", "it")])[0]
+        best: dict[RelationPath, float] = {}
+        for text, score in zip(texts, scores, strict=True):
+            path = self.patterns[text]
+            best[path] = max(best.get(path, -1.0), float(score))
+        top = max(best.values())
+        return {path: SIMILAR_WEIGHT * math.exp((score - top) / SIMILAR_SPREAD)
+                for path, score in best.items()}
 
     def nearest(self, word: str) -> str | None:
         if word not in self._mapped:
@@ -383,10 +413,12 @@ class PathRanker:
         return [self._vectors[t] for t in texts]
 
     def rank(self, pattern: str, topic: str, source: StepSource, k: int = 5,
-             derivable: Iterable[Step] = ()) -> list[RankedPath]:
+             derivable: Iterable[Step] = (), prior: Mapping[RelationPath, float] | None = None
+             ) -> list[RankedPath]:
         """The ``k`` best grounded paths from ``topic`` for ``pattern``, best first.
         ``derivable``: one-step paths to rank although the topic has no such edge (the heads
-        of mined rules, on an incomplete KG: the rules derive what the edge would give)."""
+        of mined rules, on an incomplete KG: the rules derive what the edge would give).
+        ``prior``: path -> a share of the score (what similar training questions asked)."""
         question = QuestionCues.of(pattern)
         asked = re.sub(r"\s+", " ", pattern.replace("<e>", " ").replace("<E>", " ")).strip()
         classifier = self.classifier
@@ -421,6 +453,8 @@ class PathRanker:
             parts = dict(prefix.parts)
             parts["answer type"] = self._type_score(question.answer, prefix.path[-1], prefix.frontier)
             parts["length"] = -LENGTH_COST * len(prefix.path)
+            if prior:
+                parts["similar training questions"] = prior.get(prefix.path, 0.0)
             if nb is not None:  # the path's length, and its steps, as the training patterns' words predict
                 slots = nb(prefix.path)
                 parts["train length"] = NB_WEIGHT * slots.pop("length", 0.0)
@@ -478,8 +512,8 @@ class PathRanker:
             if expected is not None:  # a penalty, not a bonus: a one-way step is not behind
                 parts["direction"] = 0.0 if expected == step.inverse else -DIRECTION_WEIGHT
                 direction = "from the question's word order and the relation's reading"
-            elif self.encoder is not None:
-                parts["direction (templates)"] = TEMPLATE_WEIGHT * self._template_lean(asked, step)
+            elif self.encoder is not None and support >= STEP_COST:  # the farther direction pays
+                parts["direction (templates)"] = TEMPLATE_WEIGHT * min(0.0, self._template_lean(asked, step))
                 direction = ("both directions exist and no word-order cue: the closer template "
                              "question decides (uncertain)")
             else:
