@@ -4,8 +4,8 @@
 
 - MetaQA 1/2/3-hop test, a seeded sample per hop, relation paths learned from dev: Hit@1;
 - BRINK Family test split (built as the README says), complete vs incomplete KG, private
-  ids and text labels (BRINK Fig. 4's question: does the model lean on memorised labels? On
-  Family the text labels are the dataset ids, so the two forms differ only in the ids);
+  ids and dataset ids (BRINK Fig. 4's question: does the model lean on memorised names? Family
+  has no text labels, so ``--labels text`` is an error there and its dataset ids stand in);
 - the planning method against ``offline`` where the offline linker is weakest: MetaQA with
   20% of the text patterns, and with 20% of the question types, withheld from learning;
 - per setting: p50/p95 latency per question, LLM requests, prompt and completion tokens per
@@ -143,7 +143,7 @@ def main() -> None:
             results["metaqa"] = evaluate(args.work / "metaqa", endpoint, *sets, *methods, *common)
         if "brink" in parts:
             build = family_build(store, args.work / "brink-family", env)
-            for labels in ("private", "text"):
+            for labels in ("private", "dataset"):
                 results[f"brink-family-{labels}"] = evaluate(
                     args.work / f"brink-{labels}", endpoint, "--questions", str(build), "--labels", labels,
                     *methods, *common)
