@@ -294,7 +294,9 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
     # the ranking walks the in-memory graph when learning built it, else the store
     zero_shot = ZeroShotLinker(store, graph, store.relation_labels(graph), _encoder(context, options),
                                settings.hops, labels, context.parts.get("adjacency"), model, rules)
-    answerer = OfflineAnswerer(store, graph, linker, RelationLinker(zero_shot, model, options.min_similarity),
+    relations = [row["r"] for row in store.run("relation_counts", graph)]
+    answerer = OfflineAnswerer(store, graph, linker,
+                               RelationLinker(zero_shot, model, options.min_similarity, relations),
                                rules, context.method, options.min_score, context.surface().entity,
                                labels, rule_guided=rule_guided)
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:

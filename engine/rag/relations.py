@@ -44,6 +44,8 @@ from kgengine.rag.paths import (
     learn_patterns,
     parse_path,
     pattern_of,
+    question_words,
+    relation_words,
 )
 from kgengine.rag.rules import RuleSet, default_cache_dir
 from kgengine.rag.zero_shot import (
@@ -228,8 +230,10 @@ class RelationLinker:
     when there is one (``"nearest-pattern"`` when a known pattern is near, else ``"zero-shot"``)."""
 
     def __init__(self, zero_shot: ZeroShotLinker, model: PathModel | None = None,
-                 min_similarity: float = 0.3) -> None:
+                 min_similarity: float = 0.3, relations: Sequence[str] = ()) -> None:
         self.zero_shot, self.model, self.min_similarity = zero_shot, model, min_similarity
+        labels = zero_shot.ranker.relation_labels
+        self.relation_words = {w for r in relations for w in relation_words(r, labels.get(r))}
         encoder = zero_shot.ranker.encoder
         # with embeddings, words the training split never used are read as its nearest words
         self.vocabulary = (VocabularyMap({p: v.path for p, v in model.patterns.items()}, encoder)
@@ -250,7 +254,12 @@ class RelationLinker:
                 return LinkedPath(known.path, "train", pattern, rewritten, 1.0, known.score,
                                   known.alternatives, note=read_as)
             # words training never used: lean on the training questions it reads most like
-            prior = self.vocabulary.similar_paths(pattern) if self.vocabulary.unseen(pattern) else None
+            # as much as the question is worded in unseen words ("what is the main language
+            # in <e>": half, and "language" names in_language)
+            unseen = self.vocabulary.unseen(pattern, self.relation_words)
+            content = question_words(pattern)
+            prior = (self.vocabulary.similar_paths(pattern, min(1.0, len(unseen) / len(content)))
+                     if unseen and content else None)
             if swaps or prior:
                 linked = self.link_unseen(rewritten, topic, prior)
                 similar = "unseen words: the paths of the most similar training questions weigh in"

@@ -298,14 +298,18 @@ class VocabularyMap:
         self._pattern_vectors: Any = None
         self._mapped: dict[str, str | None] = {}
 
-    def unseen(self, pattern: str) -> list[str]:
+    def unseen(self, pattern: str, relation_words: Iterable[str] = ()) -> list[str]:
+        """The question's words that neither the training split nor a relation name knows
+        ("helmed"; not "direct", which names directed_by although training never wrote it)."""
         known = set(self.vocabulary)
+        named = set(relation_words)
         return [w for w in _WORDS.findall(pattern)
-                if w not in known and w not in STOPWORDS and not w.isdigit() and w != "e"]
+                if w not in known and w not in STOPWORDS and not w.isdigit() and w != "e"
+                and not any(word_similarity(w, r) > 0 for r in named)]
 
-    def similar_paths(self, pattern: str) -> dict[RelationPath, float]:
-        """path -> ``SIMILAR_WEIGHT``, decaying by how much less like the question its most
-        similar training pattern reads than the most similar of all."""
+    def similar_paths(self, pattern: str, weight: float = 1.0) -> dict[RelationPath, float]:
+        """path -> ``weight * SIMILAR_WEIGHT``, decaying by how much less like the question its
+        most similar training pattern reads than the most similar of all."""
         texts = list(self.patterns)
         if not texts:
             return {}
@@ -317,7 +321,7 @@ class VocabularyMap:
             path = self.patterns[text]
             best[path] = max(best.get(path, -1.0), float(score))
         top = max(best.values())
-        return {path: SIMILAR_WEIGHT * math.exp((score - top) / SIMILAR_SPREAD)
+        return {path: weight * SIMILAR_WEIGHT * math.exp((score - top) / SIMILAR_SPREAD)
                 for path, score in best.items()}
 
     def nearest(self, word: str) -> str | None:
