@@ -67,7 +67,7 @@ def resolve_store(option: str | None) -> str:
 
 
 def cache_dir(kind: str = "") -> Path:
-    """Where kgengine caches things of ``kind`` (``rules``, ``paths``, ``embeddings``, ``llm``,
+    """Where kgengine caches things of ``kind`` (``rules``, ``paths``, ``cuts``, ``embeddings``, ``llm``,
     ``mining``): ``$KGENGINE_CACHE/KIND``, else ``<user cache dir>/kgengine/KIND``."""
     root = os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine")
     return Path(root).expanduser() / kind if kind else Path(root).expanduser()

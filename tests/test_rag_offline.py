@@ -264,3 +264,34 @@ def test_calibration_learns_a_cut_between_a_sound_and_a_noisy_rule(oxigraph_stor
     after = answerer.answer(Question("Who does m3 manage?", "m3"))
     assert {a.id for a in after.answers} == {"p15", "p16", "p17", "p18", "p19"}
     assert any("cut learned on the training split" in step for step in after.reasoning)
+
+
+def test_learned_cuts_are_cached_until_the_training_file_or_rules_change(oxigraph_store, tmp_path) -> None:
+    from kgengine.mining.io import MinedRule
+    from kgengine.mining.rules import parse_rule
+    from kgengine.rag.methods import MethodContext
+    from kgengine.rag.offline import _cached_cuts
+
+    oxigraph_store.load("office", company_kg(), dataset="x")
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"id": "1", "question": "Who does m3 manage?", "topic_entity": "m3", '
+                     '"answers": ["p15"]}\n')
+    context = MethodContext(oxigraph_store, "office", "offline",
+                            AnswerSettings(train_paths=(train,), cache_dir=tmp_path / "cache"))
+    rule = MinedRule(parse_rule("reports_to(?b,?a) => manages(?a,?b)"), 100, 0.5, 0.9, 0.9, 100, 100, "?a")
+    answerer = _answerer(oxigraph_store, "office", None, RuleSet([rule], "hand-made"))
+    calls: list[int] = []
+
+    def learn() -> dict[Step, float]:
+        calls.append(1)
+        return {Step("manages"): 0.9 + len(calls) / 100}
+
+    first = _cached_cuts(context, answerer, answerer.rules, learn)
+    assert _cached_cuts(context, answerer, answerer.rules, learn) == first == {Step("manages"): 0.91}
+    assert len(calls) == 1  # the second build read the cache
+    train.write_text(train.read_text() + '{"id": "2", "question": "Who does m4 manage?", '
+                     '"topic_entity": "m4", "answers": ["p20"]}\n')
+    assert _cached_cuts(context, answerer, answerer.rules, learn) == {Step("manages"): 0.92}
+    weaker = MinedRule(rule.rule, 100, 0.5, 0.7, 0.7, 100, 100, "?a")
+    _cached_cuts(context, answerer, RuleSet([weaker], "hand-made"), learn)
+    assert len(calls) == 3  # other rules: learned again

@@ -25,24 +25,27 @@ PCA confidence) that turned it into the answer, or no rule for a direct path."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
+from kgengine.fsutil import write_text_atomically
 from kgengine.model import Entity, Relation, Triple
 from kgengine.questions import read_training
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
 from kgengine.rag.embeddings import embeddings_available, normalised_encoder
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
-from kgengine.rag.paths import RelationPath, Step, format_path, pattern_of
+from kgengine.rag.paths import RelationPath, Step, format_path, parse_step, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.rag.zero_shot import Encoder
-from kgengine.store import KGStore
+from kgengine.store import KGStore, short_digest
 
 DIRECT_SCORE = 1.0
 
@@ -300,12 +303,40 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
                                rules, context.method, options.min_score, context.surface().entity,
                                labels, rule_guided=rule_guided)
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
-        answerer.thresholds = calibrate(answerer, training_examples(settings.train_paths, linker.lookup))
+        answerer.thresholds = _cached_cuts(context, answerer, rules, lambda: calibrate(
+            answerer, training_examples(settings.train_paths, linker.lookup)))
         if answerer.thresholds:
             cuts = [f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())]
             context.log(f"rule-candidate cuts learned on the training split for {len(cuts)} relation steps: "
                         + ", ".join(cuts[:8]) + (f" ... (+{len(cuts) - 8})" if len(cuts) > 8 else ""))
     return answerer
+
+
+CUTS_VERSION = 1  # bump when calibration or relation linking changes what a cut means
+
+
+def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleSet,
+                 learn: Callable[[], dict[Step, float]]) -> dict[Step, float]:
+    """The learned cuts, from the cache when the graph (load stamp), training files, rules and
+    settings are those they were learned with (calibrating runs the answerer on up to 25
+    training questions per pattern: minutes on FB15k-237)."""
+    store, graph, settings = context.store, context.graph, context.settings
+    info = store.graph_info(graph)
+    files = [f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in settings.train_paths]
+    rule_texts = sorted(f"{r.rule}\t{r.pca_confidence}" for r in rules.rules)
+    key = short_digest(str(CUTS_VERSION), store.location, graph, info.loaded_at if info else "", *files,
+                       short_digest(*rule_texts), str(THRESHOLD_GRID), str(RECALL_WEIGHT),
+                       str(answerer.min_score), str(answerer.rule_guided), str(settings.hops))
+    path = (settings.cache_dir or cache_dir()) / "cuts" / f"{graph}-{key}.json"
+    if path.is_file():
+        try:
+            return {parse_step(k): float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+        except (ValueError, AttributeError):
+            path.unlink(missing_ok=True)  # a broken cache: learn again
+    cuts = learn()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps({str(step): cut for step, cut in cuts.items()}))
+    return cuts
 
 
 def _encoder(context: MethodContext, options: OfflineOptions) -> Encoder | None:
