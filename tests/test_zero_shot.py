@@ -217,3 +217,20 @@ def test_a_reworded_question_finds_its_learned_pattern(oxigraph_store) -> None:
     linked = RelationLinker(zero_shot, model).link("who penned Heat", "Heat", "Heat")
     assert (linked.path, linked.learned_from) == (parse_path(["written_by"]), "train")
     assert "'penned' ~ 'wrote'" in linked.describe()
+
+
+def test_a_learned_path_that_finds_nothing_falls_back_to_the_ranking_and_says_so(oxigraph_store) -> None:
+    from kgengine.rag.linking import GraphEntityLinker
+    from kgengine.rag.offline import OfflineAnswerer
+
+    oxigraph_store.load("codes", CODES.triples, dataset="tsv")
+    # learned: a path the topic has no edge for
+    model = PathModel({"what causes_12 <e>?": PatternPath(parse_path(["treats_4"]), 1.0, 3)}, ["train"])
+    linker = RelationLinker(ZeroShotLinker(oxigraph_store, "codes", model=model), model)
+    answerer = OfflineAnswerer(oxigraph_store, "codes", GraphEntityLinker(oxigraph_store, "codes"), linker)
+    answer = answerer.answer(Question("What causes_12 Disease1?", "Disease1"))
+    assert answer.relation_path == ["^causes_12"] and [a.id for a in answer.answers] == ["Gene1"]
+    assert answer.learned_from == "zero-shot"  # not "train": the header says what found the answers
+    assert answer.reasoning[0] == "topic entity Disease1: given as the topic, matched by id"
+    assert any(line.startswith("nothing found; zero-shot") for line in answer.reasoning)
+    assert "followed ^causes_12 from Disease1: 1 direct answer" in answer.reasoning

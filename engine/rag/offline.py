@@ -88,6 +88,22 @@ def follow_path(store: KGStore, graph: str, topic: str, path: RelationPath,
     return PathResult({e: v[0] for e, v in current.items()}, {e: v[1] for e, v in current.items()})
 
 
+_TOPIC_SOURCES = {"topic entity": "given as the topic", "[bracket]": "the [bracketed] name",
+                  "text match": "named in the question"}
+
+
+def describe_topic(linked: LinkedEntity) -> str:
+    """"topic entity e1147: given as the topic, matched by id" (and the words that name it
+    in the question, when they differ from the id)."""
+    source, _, kind = linked.how.partition(" (")
+    text = f"topic entity {linked.id}: {_TOPIC_SOURCES.get(source, source)}"
+    if kind:
+        text += f", matched by {kind.rstrip(')')}"
+    if linked.mention and linked.mention != linked.id:
+        text += f", written {linked.mention!r}"
+    return text
+
+
 @dataclass
 class OfflineAnswerer(BaseAnswerer):
     store: KGStore
@@ -110,9 +126,8 @@ class OfflineAnswerer(BaseAnswerer):
         topic = linked_entity.id
         with steps.step("link_relation_ms"):
             linked = self.relation_linker.link(question.text, topic, linked_entity.mention)
-        reasoning = [f"topic entity {topic} ({linked_entity.how}"
-                     + (f", mentioned as {linked_entity.mention!r})" if linked_entity.mention else ")"),
-                     linked.describe()]
+        reasoning = [describe_topic(linked_entity), linked.describe()]
+        learned_from = linked.learned_from
         path = linked.path
         candidates = self.candidates(topic, path, reasoning, timings)
         # the KB may lack an edge of the learned path (MetaQA's reconstructed KB, a removed
@@ -128,10 +143,10 @@ class OfflineAnswerer(BaseAnswerer):
         if not candidates and linked.learned_from != "zero-shot":
             zero_shot = self.relation_linker.zero_shot.link(linked.pattern, topic)
             if zero_shot.path and zero_shot.path != path:
-                path = zero_shot.path
+                path, learned_from = zero_shot.path, zero_shot.learned_from
                 reasoning.append(f"nothing found; zero-shot: {zero_shot.describe()}")
                 candidates = self.candidates(topic, path, reasoning, timings)
-        return self.result(question, topic, path, linked.learned_from, candidates, reasoning)
+        return self.result(question, topic, path, learned_from, candidates, reasoning)
 
     def result(self, question: Question, topic: str, path: RelationPath, learned_from: str | None,
                candidates: dict[str, Candidate], reasoning: list[str]) -> Answer:
@@ -171,8 +186,9 @@ class OfflineAnswerer(BaseAnswerer):
                 c.direct = True
                 c.paths += result.counts[entity]
                 c.evidence += [Evidence(p) for p in paths]
+            found = len(result.answers)
             reasoning.append(f"followed {' / '.join(format_path(path))} from {topic}: "
-                             f"{len(result.answers)} direct answers")
+                             f"{found} direct answer{'' if found == 1 else 's'}")
         timings["direct_ms"] = _ms(mark)
         mark = time.perf_counter()
         if step_rules:
