@@ -22,19 +22,17 @@ import re
 import shutil
 from pathlib import Path
 
-# our synonyms: MetaQA word -> a word (or words) no MetaQA question uses
-SYNONYMS = {
-    "movies": "pictures", "movie": "picture", "films": "pictures", "film": "picture",
-    "directed": "helmed", "direct": "helm", "director": "filmmaker", "directors": "filmmakers",
-    "starred": "featured", "acted": "performed", "act": "perform", "star": "feature",
-    "actors": "performers", "actor": "performer", "appear": "feature", "appears": "features",
-    "written": "penned", "wrote": "penned", "write": "pen", "co-wrote": "co-penned",
-    "writer": "scribe", "writers": "scribes", "screenwriter": "scenarist", "screenwriters": "scenarists",
-    "genres": "categories", "genre": "category", "types": "kinds",
-    "languages": "tongues", "language": "tongue", "spoken": "used",
-    "release": "premiere", "released": "premiered",
-    "describe": "characterise", "described": "characterised",
-}
+# our synonyms, "metaqa-word=ours": none of ours occurs in any MetaQA question
+SYNONYMS = dict(pair.split("=") for pair in """
+    movies=pictures movie=picture films=pictures film=picture
+    directed=helmed direct=helm director=filmmaker directors=filmmakers
+    starred=featured acted=performed act=perform star=feature actors=performers actor=performer
+    appear=feature appears=features
+    written=penned wrote=penned write=pen co-wrote=co-penned writer=scribe writers=scribes
+    screenwriter=scenarist screenwriters=scenarists
+    genres=categories genre=category types=kinds languages=tongues language=tongue spoken=used
+    release=premiere released=premiered describe=characterise described=characterised
+""".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 
