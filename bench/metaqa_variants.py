@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 # our synonyms, "metaqa-word=ours": none of ours occurs in any MetaQA question
-SYNONYMS = dict(pair.split("=") for pair in """
+_PAIRS = """
     movies=pictures movie=picture films=pictures film=picture
     directed=helmed direct=helm director=filmmaker directors=filmmakers
     starred=featured acted=performed act=perform star=feature actors=performers actor=performer
@@ -32,7 +32,8 @@ SYNONYMS = dict(pair.split("=") for pair in """
     screenwriter=scenarist screenwriters=scenarists
     genres=categories genre=category types=kinds languages=tongues language=tongue spoken=used
     release=premiere released=premiered describe=characterise described=characterised
-""".split())
+"""
+SYNONYMS = dict(pair.split("=") for pair in _PAIRS.split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 
