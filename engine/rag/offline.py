@@ -193,7 +193,7 @@ class OfflineAnswerer(BaseAnswerer):
         mark = time.perf_counter()
         if step_rules:
             assert self.rules is not None
-            origin = self.rules.origin.split(" cached at ")[0]  # the cache path is on the log
+            origin = self.rules.origin.split(" cached at ")[0].rstrip(", ")  # the cache path is on the log
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer)
             for entity, found in derived.items():
@@ -399,7 +399,6 @@ def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None
 
 def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
     store, graph, settings = context.store, context.graph, context.settings
-    adjacency = context.adjacency()
     done = [0]
 
     def advance(n: int) -> None:
@@ -407,8 +406,8 @@ def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
         if context.progress is not None:
             context.progress(done[0], 0)
 
-    model = learn_model(store, graph, list(settings.train_paths), adjacency, context.linker().lookup, rules,
-                        min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=settings.hops,
+    model = learn_model(store, graph, list(settings.train_paths), context.adjacency, context.linker().lookup,
+                        rules, min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=settings.hops,
                         cache_dir=settings.cache_dir, progress=advance)
     context.log(f"relation paths: {len(model.patterns)} patterns learned from {model.questions} training "
                 f"questions ({model.skipped} skipped: topic or answers not in {graph!r}) in "

@@ -121,7 +121,7 @@ def learn_model(
     store: KGStore,
     graph: str,
     train_paths: Sequence[Path],
-    adjacency: GraphAdjacency,
+    adjacency: Callable[[], GraphAdjacency],
     resolve: Callable[[str], str | None],
     rules: RuleSet | None = None,
     min_rule_confidence: float = 0.5,
@@ -130,7 +130,8 @@ def learn_model(
     progress: Callable[[int], None] | None = None,
 ) -> PathModel:
     """Learn (or read from the cache) the pattern -> path model of ``train_paths`` on ``graph``.
-    ``resolve`` maps a surface form of the file (id, private id or label) to an entity id."""
+    ``adjacency`` gives the graph in memory (called only when learning: a cached model needs
+    none); ``resolve`` maps a surface form of the file (id, private id or label) to an entity id."""
     path = _model_cache(store, graph, train_paths, rules, min_rule_confidence, max_hops, cache_dir)
     if path.is_file():
         try:
@@ -149,6 +150,7 @@ def learn_model(
                 skipped += 1
                 continue
             examples.append(Example(pattern_of(q.question.text, written), topic, answers, q.hops))
+    graph_in_memory = adjacency()
     rule_reach = None
     if rules is not None and rules.rules:
         by_step: dict[Step, list] = {}
@@ -160,10 +162,10 @@ def learn_model(
                                           if r.pca_confidence >= min_rule_confidence]
             found: set[str] = set()
             for rule in chosen:
-                found |= body_answers(adjacency, rule, topic, step.inverse)
+                found |= body_answers(graph_in_memory, rule, topic, step.inverse)
             return found
 
-    learned = learn_patterns(adjacency, examples, max_hops=max_hops, rule_reach=rule_reach,
+    learned = learn_patterns(graph_in_memory, examples, max_hops=max_hops, rule_reach=rule_reach,
                              progress=progress)
     model = PathModel(learned, [str(p) for p in train_paths], questions, skipped)
     path.parent.mkdir(parents=True, exist_ok=True)
