@@ -361,7 +361,7 @@ def question_words(pattern: str) -> list[str]:
 
 # word families the common-prefix rule misses (irregular verbs, "acted" ~ "actors") -> one
 # stem, so "wrote" meets "written_by"
-_IRREGULAR = {form: stem for stem, forms in {
+_WORD_FAMILIES = {form: stem for stem, forms in {
     "writ": "write wrote written writes writer writers screenwriter screenwriters",
     "sing": "sang sung sings", "win": "won wins winning",
     "make": "made makes", "give": "gave given gives", "take": "took taken takes",
@@ -374,10 +374,10 @@ _IRREGULAR = {form: stem for stem, forms in {
 
 
 def word_similarity(a: str, b: str) -> float:
-    """1 for equal words (or forms of one irregular verb: "wrote" ~ "written"), else the share
+    """1 for equal words (or of one word family: "wrote" ~ "written"), else the share
     of the shorter word in a common prefix of at least four characters ("directed" ~
     "director", "starred" ~ "starring"), else 0."""
-    if a == b or (a in _IRREGULAR and _IRREGULAR[a] == _IRREGULAR.get(b)):
+    if a == b or (a in _WORD_FAMILIES and _WORD_FAMILIES[a] == _WORD_FAMILIES.get(b)):
         return 1.0
     common = 0
     for x, y in zip(a, b, strict=False):
@@ -466,10 +466,6 @@ class PathClassifier:
         norm = top + math.log(sum(math.exp(v - top) for v in scores.values()))
         return {label: v - norm for label, v in scores.items()}
 
-    def scorer(self, pattern: str) -> Callable[[RelationPath], float]:
-        """``path -> log probability`` of any path for ``pattern`` (sum of its slots' log posteriors)."""
-        return self._scorer({slot: self.posteriors(pattern, slot) for slot in self.SLOTS})
-
     def slot_probabilities(self, pattern: str) -> Callable[[RelationPath], dict[str, float]]:
         """``path -> {slot: posterior probability of the path's label}`` for ``pattern``."""
         post = {slot: self.posteriors(pattern, slot) for slot in self.SLOTS}
@@ -481,16 +477,6 @@ class PathClassifier:
                     for slot, label in self._labels(path).items()}
 
         return probabilities
-
-    def _scorer(self, post: Mapping[str, Mapping[str, float]]) -> Callable[[RelationPath], float]:
-        floor = math.log(1e-9)
-
-        def score(path: RelationPath) -> float:
-            if not path:
-                return floor
-            return sum(post[slot].get(label, floor) for slot, label in self._labels(path).items())
-
-        return score
 
     def rank(self, pattern: str, k: int = 5) -> list[tuple[RelationPath, float]]:
         """The ``k`` likeliest paths with their scores (sums of log posteriors), best first."""
@@ -509,6 +495,10 @@ class PathClassifier:
                 candidates.update((a, b) for a in top("first") for b in top("last"))
             else:
                 candidates.update((a, m, b) for a in top("first") for m in top("middle") for b in top("last"))
-        score = self._scorer(post)
+        floor = math.log(1e-9)
+
+        def score(path: RelationPath) -> float:
+            return sum(post[slot].get(label, floor) for slot, label in self._labels(path).items())
+
         ranked = sorted(candidates, key=lambda p: (-score(p), len(p), format_path(p)))
         return [(p, score(p)) for p in ranked[:k]]
