@@ -75,6 +75,10 @@ ORDER_WEIGHT = 0.2
 SHRINK, LEARNED_WEIGHT = 3.0, 0.7
 SEMANTIC_FLOOR, SEMANTIC_SPAN = 0.2, 0.5  # cosine -> (cos - floor) / span, clipped to 0..1
 SEMANTIC_WEIGHT = 0.3  # below STEP_COST: embeddings rank steps, the question's words pay for them
+SHARE_SUPPORT = 0.8  # "share", "same": a step back along the relation just followed
+HEAD_SHARE = 0.8  # a relation's head noun alone: this share of a full match
+# a question with words training never used: the paths of the training questions it reads like
+SIMILAR_WEIGHT, SIMILAR_SPREAD = 0.8, 0.05
 
 
 # ---- the graph around the topic -----------------------------------------------------------
@@ -129,10 +133,6 @@ class StoreSteps:
 _TOKEN = re.compile(r"<e>|[a-z0-9]+(?:'s)?")
 TEMPORAL_WORDS = word_set("year years date dates decade when time")
 SHARE_WORDS = word_set("share shares shared sharing same also common other others too co")
-SHARE_SUPPORT = 0.8
-# a question with words training never used: the paths of the training questions it reads like
-SIMILAR_WEIGHT, SIMILAR_SPREAD = 0.8, 0.05
-HEAD_SHARE = 0.8  # a relation's head noun alone: this share of a full match
 NUMBER_WORDS = word_set("rating ratings score votes number amount count population height")
 _SKIP_AFTER_WH = word_set("is are was were the a an kind sort type types of do does did")
 
