@@ -29,9 +29,15 @@ def kgengine(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=WAIT_S)
 
 
+def _as_from_a_terminal() -> None:
+    # Ctrl-C as a user's shell delivers it: the child must not inherit an ignored SIGINT from
+    # the test process (the full suite leaves it ignored; test_query.py does the same)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(store: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([KGENGINE, *args, "--store", str(store)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal)
 
 
 def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], what: str) -> None:
