@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -346,3 +347,33 @@ def normalised_encoder(model: str | None = None) -> Any:
         return vectors / np.where(norms == 0, 1.0, norms)
 
     return encode
+
+
+class LazyEncoder:
+    """:func:`normalised_encoder` of ``model``, loaded by the first call that needs it (once,
+    thread-safe): answering a question that never needs embeddings imports no torch. A model
+    that cannot be loaded is tried once; :meth:`load` then gives None and a call raises."""
+
+    LOAD_ERRORS = (KGEngineError, ImportError, OSError, RuntimeError, ValueError)
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model
+        self._lock = threading.Lock()
+        self._encode: Any = None
+        self._error: BaseException | None = None
+
+    def load(self) -> Any:
+        with self._lock:
+            if self._encode is None and self._error is None:
+                try:
+                    self._encode = normalised_encoder(self.model)
+                except self.LOAD_ERRORS as exc:
+                    self._error = exc
+            return self._encode
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        encode = self.load()
+        if encode is None:
+            assert self._error is not None
+            raise self._error
+        return encode(texts)

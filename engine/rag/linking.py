@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import difflib
 import re
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -38,7 +37,9 @@ from typing import Any, Literal
 from kgengine.errors import KGEngineError
 from kgengine.model import Entity
 from kgengine.rag.base import LinkedEntity, Question
-from kgengine.rag.paths import find_mention
+from kgengine.rag.embeddings import LazyEncoder
+from kgengine.rag.paths import Step, find_mention
+from kgengine.rag.zero_shot import StoreSteps
 from kgengine.store import KGStore
 
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
@@ -125,8 +126,8 @@ class GraphEntityLinker:
     def __init__(self, store: KGStore, graph: str,
                  encoder: TextEncoderFn | Literal["default"] | None = "default") -> None:
         self.store, self.graph = store, graph
-        self._encoder: TextEncoderFn | Literal["default"] | None = encoder
-        self._encoder_lock = threading.Lock()
+        # "default": loaded by the first tie that needs it (and never, in most runs)
+        self._encoder: TextEncoderFn | LazyEncoder | None = LazyEncoder() if encoder == "default" else encoder
         self._question_word_memo: dict[str, bool] = {}
 
     @cached_property
@@ -344,16 +345,12 @@ class GraphEntityLinker:
                                                         tied[k].start, tied[k].entity))
         return tied[order[0]]
 
-    def _relations(self, entity: str) -> dict[tuple[str, bool], int]:
-        """(relation, inverse) -> facts, around one entity (the Think-on-Graph queries)."""
-        out = {(row["r"], False): int(row["n"])
-               for row in self.store.run("entity_relations_out", self.graph, h=[Entity(entity)])}
-        out.update({(row["r"], True): int(row["n"])
-                    for row in self.store.run("entity_relations_in", self.graph, t=[Entity(entity)])})
-        return out
+    def _relations(self, entity: str) -> Mapping[Step, int]:
+        """(relation, inverse) -> facts, around one entity."""
+        return StoreSteps(self.store, self.graph).steps([entity])
 
     def _similarities(self, text: str, tied: Sequence[_Candidate],
-                      relations: dict[str, dict[tuple[str, bool], int]]) -> dict[int, float]:
+                      relations: dict[str, Mapping[Step, int]]) -> dict[int, float]:
         """Cosine of the question and each candidate's name and relations (0.0 for all without
         an encoder: the deterministic order decides)."""
         encode = self._load_encoder()
@@ -372,15 +369,9 @@ class GraphEntityLinker:
         return {k: round(float(vectors[0] @ vectors[k + 1]), 4) for k in range(len(tied))}
 
     def _load_encoder(self) -> TextEncoderFn | None:
-        with self._encoder_lock:
-            if isinstance(self._encoder, str):  # "default": the first tie loads the model
-                try:
-                    from kgengine.rag.embeddings import normalised_encoder
-
-                    self._encoder = normalised_encoder()
-                except (KGEngineError, ImportError, OSError, RuntimeError, ValueError):
-                    self._encoder = None  # no model here: the deterministic order decides
-            return self._encoder
+        if isinstance(self._encoder, LazyEncoder):  # None when no model loads here: the deterministic order
+            return self._encoder.load()
+        return self._encoder
 
     def _content_runs(self, text: str) -> list[str]:
         """The runs of the question's tokens that are not question words (what a name it

@@ -326,7 +326,7 @@ class MethodContext:
             s = self.settings
             rules = load_rules(self.store, self.graph, s.rules_path, max_len=s.rules_max_len,
                                cache_dir=s.cache_dir, threads=s.threads, log=self.log)
-            self.log(f"rules: {rules.origin}")
+            self.log(f"rules: {rules.description}")
             return rules
 
         return self._once("rules", make)

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
@@ -38,11 +37,11 @@ from kgengine.fsutil import write_text_atomically
 from kgengine.model import Entity, Relation, Triple
 from kgengine.questions import read_training
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
-from kgengine.rag.embeddings import embeddings_available, normalised_encoder
+from kgengine.rag.embeddings import LazyEncoder, embeddings_available
 from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
 from kgengine.rag.paths import RelationPath, Step, format_path, parse_step, pattern_of
-from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model
+from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model, training_stamp
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.rag.zero_shot import Encoder
 from kgengine.store import KGStore, short_digest
@@ -193,7 +192,6 @@ class OfflineAnswerer(BaseAnswerer):
         mark = time.perf_counter()
         if step_rules:
             assert self.rules is not None
-            origin = self.rules.origin.split(" cached at ")[0].rstrip(", ")  # the cache path is on the log
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer)
             for entity, found in derived.items():
@@ -203,7 +201,7 @@ class OfflineAnswerer(BaseAnswerer):
                 c.evidence += found.evidence[: self.evidence_per_answer]
             reasoning.append(f"ran {len(step_rules)} rules with head {path[0].relation} from "
                              f"{topic}: {len(derived)} candidates"
-                             f" ({origin})")
+                             f" ({self.rules.origin})")
         timings["rules_ms"] = _ms(mark)
         return candidates
 
@@ -337,11 +335,8 @@ def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleS
     settings are those they were learned with (calibrating runs the answerer on up to 25
     training questions per pattern: minutes on FB15k-237)."""
     store, graph, settings = context.store, context.graph, context.settings
-    info = store.graph_info(graph)
-    files = [f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in settings.train_paths]
-    rule_texts = sorted(f"{r.rule}\t{r.pca_confidence}" for r in rules.rules)
-    key = short_digest(str(CUTS_VERSION), store.location, graph, info.loaded_at if info else "", *files,
-                       short_digest(*rule_texts), str(THRESHOLD_GRID), str(RECALL_WEIGHT),
+    key = short_digest(str(CUTS_VERSION), *training_stamp(store, graph, settings.train_paths),
+                       rules.fingerprint, str(THRESHOLD_GRID), str(RECALL_WEIGHT),
                        str(answerer.min_score), str(answerer.rule_guided), str(settings.hops))
     path = (settings.cache_dir or cache_dir()) / "cuts" / f"{graph}-{key}.json"
     if path.is_file():
@@ -364,16 +359,7 @@ def _encoder(context: MethodContext, options: OfflineOptions) -> Encoder | None:
         wanted = embeddings_available(model)
     elif wanted:
         embeddings_available(model, required=True)  # a missing extra: one line, before any work
-    if not wanted:
-        return None
-    loaded: list[Encoder] = []
-
-    def encode(texts: Sequence[str]) -> Any:
-        if not loaded:
-            loaded.append(normalised_encoder(model))
-        return loaded[0](texts)
-
-    return encode
+    return LazyEncoder(model) if wanted else None
 
 
 def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None], per_pattern: int = 25

@@ -22,7 +22,6 @@ learned model is cached on disk per graph, load stamp, training file and setting
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ from kgengine.rag.paths import (
     parse_path,
     pattern_of,
     question_words,
-    relation_words,
 )
 from kgengine.rag.rules import RuleSet, default_cache_dir
 from kgengine.rag.zero_shot import (
@@ -58,7 +56,7 @@ from kgengine.rag.zero_shot import (
     VocabularyMap,
     WordAssociations,
 )
-from kgengine.store import KGStore
+from kgengine.store import KGStore, short_digest
 
 MODEL_VERSION = 1
 
@@ -100,7 +98,12 @@ class PathModel:
 
     def __post_init__(self) -> None:
         self.index = PatternIndex(self.patterns)
-        self.classifier = PathClassifier({p: v.path for p, v in self.patterns.items()})
+        self.classifier = PathClassifier(self.paths)
+
+    @property
+    def paths(self) -> dict[str, RelationPath]:
+        """pattern -> its learned path."""
+        return {p: v.path for p, v in self.patterns.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"version": MODEL_VERSION, "sources": self.sources, "questions": self.questions,
@@ -173,15 +176,22 @@ def learn_model(
     return model
 
 
-def _model_cache(store: KGStore, graph: str, train_paths: Sequence[Path], rules: RuleSet | None,
-                 min_rule_confidence: float, max_hops: int, cache_dir: Path | None) -> Path:
+def training_stamp(store: KGStore, graph: str, train_paths: Sequence[Path]) -> list[str]:
+    """What a model learned on ``train_paths`` over ``graph`` depends on: the store, the graph's
+    load stamp and each training file (path, size, modification time), for cache keys."""
     info = store.graph_info(graph)
-    parts = [str(MODEL_VERSION), store.location, graph, info.loaded_at if info else "", str(max_hops),
-             str(min_rule_confidence), rules.origin.split(" cached at ")[0] if rules else "no rules"]
+    parts = [store.location, graph, info.loaded_at if info else ""]
     for p in train_paths:
         stat = p.stat()
         parts += [str(p.resolve()), str(stat.st_size), str(stat.st_mtime_ns)]
-    digest = hashlib.sha256("\t".join(parts).encode()).hexdigest()[:16]
+    return parts
+
+
+def _model_cache(store: KGStore, graph: str, train_paths: Sequence[Path], rules: RuleSet | None,
+                 min_rule_confidence: float, max_hops: int, cache_dir: Path | None) -> Path:
+    # the rules by content: "mined on first use" and "mined earlier" are the same rules
+    digest = short_digest(str(MODEL_VERSION), *training_stamp(store, graph, train_paths), str(max_hops),
+                          str(min_rule_confidence), rules.fingerprint if rules else "no rules")
     return (cache_dir or default_cache_dir()) / "paths" / f"{graph}-{digest}.json"
 
 
@@ -204,7 +214,7 @@ class ZeroShotLinker:
                                    else StoreSteps(store, graph))
         associations = classifier = None
         if model is not None:
-            associations = WordAssociations.from_patterns({p: v.path for p, v in model.patterns.items()})
+            associations = WordAssociations.from_patterns(model.paths)
             classifier = model.classifier
         self.ranker = PathRanker(relation_labels, encoder, entity_labels, associations, classifier,
                                  max_hops=max_hops)
@@ -234,11 +244,11 @@ class RelationLinker:
     def __init__(self, zero_shot: ZeroShotLinker, model: PathModel | None = None,
                  min_similarity: float = 0.3, relations: Sequence[str] = ()) -> None:
         self.zero_shot, self.model, self.min_similarity = zero_shot, model, min_similarity
-        labels = zero_shot.ranker.relation_labels
-        self.relation_words = {w for r in relations for w in relation_words(r, labels.get(r))}
+        # the words that name a relation, as the ranking reads them
+        self.relation_words = {w for r in relations for w in zero_shot.ranker.cues(r).words}
         encoder = zero_shot.ranker.encoder
         # with embeddings, words the training split never used are read as its nearest words
-        self.vocabulary = (VocabularyMap({p: v.path for p, v in model.patterns.items()}, encoder)
+        self.vocabulary = (VocabularyMap(model.paths, encoder)
                            if model is not None and encoder is not None else None)
 
     def link(self, text: str, topic: str, mention: str | None) -> LinkedPath:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from kgengine.config import cache_dir
@@ -29,7 +30,7 @@ from kgengine.mining.rules import Atom, Rule, is_variable
 from kgengine.model import Triple
 from kgengine.rag.base import Evidence
 from kgengine.rag.paths import Step
-from kgengine.store import KGStore
+from kgengine.store import KGStore, short_digest
 
 DEFAULT_MAX_LEN = 3
 
@@ -42,7 +43,17 @@ def default_cache_dir() -> Path:
 @dataclass(frozen=True)
 class RuleSet:
     rules: list[MinedRule]
-    origin: str  # where they came from, said in the output
+    origin: str  # where they came from, said in answers' reasoning
+    cached_at: Path | None = None  # mined rules: their cache file (said on the log, not in answers)
+
+    @property
+    def description(self) -> str:
+        return self.origin + (f", cached at {self.cached_at}" if self.cached_at else "")
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """What the rules are (texts and confidences), for the keys of caches learned with them."""
+        return short_digest(*sorted(f"{r.rule}\t{r.std_confidence}\t{r.pca_confidence}" for r in self.rules))
 
     def for_step(self, step: Step) -> list[MinedRule]:
         """Rules whose head is the step's relation (either direction: the step says which
@@ -78,13 +89,13 @@ def load_rules(
     path = cache_path(store, graph, max_len, cache_dir)
     if path.is_file():
         rules = read_rules(path) if path.stat().st_size > 0 and _has_rules(path) else []
-        return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} earlier, cached at {path}")
+        return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} earlier", path)
     log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
     rules = mine_brink_rules(store, graph, max_len, threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as partial:
         write_tsv(rules, partial)
-    return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use, cached at {path}")
+    return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use", path)
 
 
 def _has_rules(path: Path) -> bool:

@@ -293,19 +293,22 @@ class VocabularyMap:
                  margin: float = 0.05) -> None:
         self.patterns = dict(patterns)
         self.vocabulary = sorted({w for p in patterns for w in _WORDS.findall(p) if w not in STOPWORDS})
+        self._known = set(self.vocabulary)
         self.encoder, self.min_cosine, self.margin = encoder, min_cosine, margin
         self._vectors: Any = None
         self._pattern_vectors: Any = None
         self._mapped: dict[str, str | None] = {}
 
+    def _new(self, word: str) -> bool:
+        """A content word the training split never used."""
+        return word not in self._known and word not in STOPWORDS and not word.isdigit() and word != "e"
+
     def unseen(self, pattern: str, relation_words: Iterable[str] = ()) -> list[str]:
         """The question's words that neither the training split nor a relation name knows
         ("helmed"; not "direct", which names directed_by although training never wrote it)."""
-        known = set(self.vocabulary)
         named = set(relation_words)
         return [w for w in _WORDS.findall(pattern)
-                if w not in known and w not in STOPWORDS and not w.isdigit() and w != "e"
-                and not any(word_similarity(w, r) > 0 for r in named)]
+                if self._new(w) and not any(word_similarity(w, r) > 0 for r in named)]
 
     def similar_paths(self, pattern: str, weight: float = 1.0) -> dict[RelationPath, float]:
         """path -> ``weight * SIMILAR_WEIGHT``, decaying by how much less like the question its
@@ -340,12 +343,11 @@ class VocabularyMap:
         """The pattern with its unseen words mapped, and the (word, mapped to) pairs."""
         if not self.vocabulary:
             return pattern, []
-        known = set(self.vocabulary)
         swaps: list[tuple[str, str]] = []
 
         def swap(match: re.Match[str]) -> str:
             word = match.group(0)
-            if word in known or word in STOPWORDS or word.isdigit() or word == "e":
+            if not self._new(word):
                 return word
             found = self.nearest(word)
             if found is None:
