@@ -29,7 +29,7 @@ from kgengine.model import GraphInfo, QueryResult, Relation, Triple
 from kgengine.processes import run_stoppable
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import query_text, relationship_type
-from kgengine.store import NamedQueryStore, TripleSource, as_mapping, iter_private_ids
+from kgengine.store import LoadRequest, NamedQueryStore, TripleSource, as_mapping, iter_private_ids
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
 # The driver logs routing failures itself before raising; our StoreError says it once.
@@ -288,32 +288,15 @@ class Neo4jStore(NamedQueryStore):
     # one; leftovers under either key are invisible to reads and go at the next load or drop.
     # Every write is a MERGE, so a retried batch or a duplicated input triple never
     # duplicates a node or a relationship.
-    def load(
-        self,
-        graph: str,
-        triples: TripleSource,
-        *,
-        dataset: str,
-        labels: Iterable[tuple[str, str]] = (),
-        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
-        source: str = "",
-        splits: Sequence[str] = (),
-        replace: bool = False,
-        seed: int = 0,
-        allow_empty: bool = True,
-        progress: Reporter = NO_PROGRESS,
-    ) -> GraphInfo:
-        existing, lines, relations = self._begin_load(
-            graph, triples, dataset=dataset, source=source, labels=labels,
-            relation_labels=relation_labels, replace=replace, allow_empty=allow_empty, progress=progress)
+    def _write_graph(self, load: LoadRequest, progress: Reporter) -> GraphInfo:
+        graph, swap = load.graph, load.swap
         self._ensure_schema()
-        swap = existing is not None and existing.status == "complete"
         key = staging_key(graph) if swap else graph
         meta: dict[str, Any] = {
-            "dataset": dataset,
+            "dataset": load.dataset,
             "status": "loading",
-            "source": source,
-            "splits": list(splits),
+            "source": load.source,
+            "splits": list(load.splits),
             "loaded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         # leftovers of a killed replace (both keys), and of a killed first load
@@ -321,16 +304,16 @@ class Neo4jStore(NamedQueryStore):
             self._drop_data(leftover, progress, f"{graph}: removing leftovers of an interrupted replace")
         if not swap:
             self._set_meta(graph, meta)
-            if existing is not None:
-                self._drop_data(graph, progress, f"{graph}: discarding the stored graph ({existing.status})",
-                                announce=True)
+            if load.existing is not None:
+                self._drop_data(graph, progress, f"{graph}: discarding the stored graph "
+                                f"({load.existing.status})", announce=True)
         try:
-            progress.start(f"{graph}: writing {lines:,} triples into Neo4j", total=lines)
-            self._merge_triples(key, triples, progress)
+            progress.start(f"{graph}: writing {load.lines:,} triples into Neo4j", total=load.lines)
+            self._merge_triples(key, load.triples, progress)
             count = self._count(key)
             progress.start(f"{graph}: entity labels and private ids", total=None)
-            self._set_entities(key, labels, seed)
-            self._batched("set_relation_labels", key, _first_labels(relation_labels, relations))
+            self._set_entities(key, load.labels, load.seed)
+            self._batched("set_relation_labels", key, _first_labels(load.relation_labels, load.relations))
         except BaseException:
             # best effort: if the server is gone the leftovers stay, and the next load of
             # this graph discards them

@@ -40,6 +40,7 @@ from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.queries import fill_template, query_text
 from kgengine.store import (
     BlockSource,
+    LoadRequest,
     NamedQueryStore,
     TripleSource,
     as_mapping,
@@ -605,33 +606,16 @@ class OxigraphStore(NamedQueryStore):
     # one transaction and only then removes the old slot: killed at any point, the store
     # holds the old complete graph or the new complete one (leftovers in the slot that is
     # not live are invisible to reads and removed by the next load or drop).
-    def load(
-        self,
-        graph: str,
-        triples: TripleSource,
-        *,
-        dataset: str,
-        labels: Iterable[tuple[str, str]] = (),
-        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
-        source: str = "",
-        splits: Sequence[str] = (),
-        replace: bool = False,
-        seed: int = 0,
-        allow_empty: bool = True,
-        progress: Reporter = NO_PROGRESS,
-    ) -> GraphInfo:
-        existing, lines, _ = self._begin_load(
-            graph, triples, dataset=dataset, source=source, labels=labels,
-            relation_labels=relation_labels, replace=replace, allow_empty=allow_empty, progress=progress)
+    def _write_graph(self, load: LoadRequest, progress: Reporter) -> GraphInfo:
+        graph, existing, swap = load.graph, load.existing, load.swap
         old_meta = self._meta(graph)
-        swap = existing is not None and existing.status == "complete"
         old_slot = old_meta.get("slot", "")
         slot = OTHER_SLOT[old_slot] if swap else ""
         meta: dict[str, str | int] = {
-            "dataset": dataset,
+            "dataset": load.dataset,
             "status": "loading",
-            "source": source,
-            "splits": ",".join(splits),
+            "source": load.source,
+            "splits": ",".join(load.splits),
             "loadedAt": datetime.now(UTC).isoformat(timespec="seconds"),
             "slot": slot,
         }
@@ -647,14 +631,14 @@ class OxigraphStore(NamedQueryStore):
             self._set_meta(graph, meta)
         facts_iri, _ = slot_iris(graph, slot)
         try:
-            progress.start(f"{graph}: bulk loading: writing {lines:,} triples", total=lines)
+            progress.start(f"{graph}: bulk loading: writing {load.lines:,} triples", total=load.lines)
 
             def write(out: BinaryIO) -> None:
                 writer = _QuadWriter(out, graph, slot)
-                writer.add_triples(triples, progress)
+                writer.add_triples(load.triples, progress)
                 progress.update(description=f"{graph}: writing labels and private ids")
-                writer.add_entities(labels, seed)
-                writer.add_relation_labels(relation_labels)
+                writer.add_entities(load.labels, load.seed)
+                writer.add_relation_labels(load.relation_labels)
                 progress.update(description=f"{graph}: indexing and committing")
 
             self._bulk_stream(write, graph)

@@ -13,6 +13,7 @@ import os
 import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import import_module
 from itertools import islice
 from pathlib import Path
@@ -308,6 +309,28 @@ def read_workers(store: KGStore, requested: int | None = None, most: int = 4) ->
     return min(most, os.cpu_count() or 1) if store.concurrent_reads else 1
 
 
+@dataclass(frozen=True)
+class LoadRequest:
+    """A load whose input has been read and checked, as a backend writes it."""
+
+    graph: str
+    triples: TripleSource
+    dataset: str
+    labels: Iterable[tuple[str, str]]
+    relation_labels: Iterable[tuple[str, str]] | Mapping[str, str]
+    source: str
+    splits: tuple[str, ...]
+    seed: int
+    existing: GraphInfo | None  # what is stored under the name: a graph to replace, or an interrupted load
+    lines: int  # triple lines read
+    relations: set[str]  # the relations met (when the backend checks them)
+
+    @property
+    def swap(self) -> bool:
+        """A replace of a complete graph (written beside it, then switched to)."""
+        return self.existing is not None and self.existing.status == "complete"
+
+
 class NamedQueryStore:
     """The protocol operations that are the same on every backend once it can run a named
     query and read graph metadata: ``_rows(name, graph, params)``, ``graphs()`` and
@@ -370,16 +393,24 @@ class NamedQueryStore:
             progress.advance(lines % 10_000)
         return lines, relations
 
-    def _begin_load(self, graph: str, triples: TripleSource, *, dataset: str, source: str,
-                    labels: Iterable[tuple[str, str]] | Mapping[str, str],
-                    relation_labels: Iterable[tuple[str, str]] | Mapping[str, str],
-                    replace: bool, allow_empty: bool,
-                    progress: Reporter) -> tuple[GraphInfo | None, int, set[str]]:
-        """What every load does before the store changes: check the name, refuse an existing
-        complete graph without ``replace``, read and check all of the input (triples, then
-        labels), refuse empty input without ``allow_empty``. Returns what is stored under the
-        name (a graph to replace or an interrupted load), the number of triple lines, and the
-        relations met (when the backend checks them)."""
+    def load(
+        self,
+        graph: str,
+        triples: TripleSource,
+        *,
+        dataset: str,
+        labels: Iterable[tuple[str, str]] = (),
+        relation_labels: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+        source: str = "",
+        splits: Sequence[str] = (),
+        replace: bool = False,
+        seed: int = 0,
+        allow_empty: bool = True,
+        progress: Reporter = NO_PROGRESS,
+    ) -> GraphInfo:
+        # What every load does before the store changes: check the name, refuse an existing
+        # complete graph without ``replace``, read and check all of the input (triples, then
+        # labels), refuse empty input without ``allow_empty``; then the backend writes.
         check_graph_name(graph)
         self._require_writable()
         existing = self._refuse_existing(graph, replace)
@@ -391,7 +422,14 @@ class NamedQueryStore:
         for pairs in (labels, relation_labels):  # read again when written; fail now, not then
             for _ in as_mapping(pairs):
                 pass
-        return existing, lines, relations
+        return self._write_graph(LoadRequest(
+            graph=graph, triples=triples, dataset=dataset, labels=labels, relation_labels=relation_labels,
+            source=source, splits=tuple(splits), seed=seed, existing=existing, lines=lines,
+            relations=relations), progress)
+
+    def _write_graph(self, load: LoadRequest, progress: Reporter) -> GraphInfo:
+        """Write a checked load (the backend's transaction: first load or replace)."""
+        raise NotImplementedError
 
     def run(self, name: str, graph: str, **params: Any) -> list[dict[str, Any]]:
         return list(self._rows(name, graph, params))

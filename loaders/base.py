@@ -217,6 +217,22 @@ def split_files(directory: Path, splits: Sequence[str], pattern: str = "{}.txt")
     return tuple(paths)
 
 
+def split_dataset(name: str, directory: Path, splits: Sequence[str] | None, known: Sequence[str], *,
+                  pattern: str = "{}.txt", entity_names: NamesFile | None = None,
+                  relation_names: Path | None = None) -> Dataset:
+    """A dataset kept as one triples file per split (``pattern`` names them), with an
+    optional entity names file and relation names file."""
+    chosen = choose_splits(splits, known)
+    return Dataset(
+        name=name,
+        triples=DelimitedTriples(split_files(directory, chosen, pattern)),
+        labels=entity_names or (),
+        source=str(directory),
+        splits=chosen,
+        relation_labels=read_names(relation_names) if relation_names else {},
+    )
+
+
 def choose_splits(requested: Sequence[str] | None, known: Sequence[str]) -> tuple[str, ...]:
     """The requested splits (default: all), refusing names the dataset does not have."""
     if not requested:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from kgengine.loaders.base import Dataset, DelimitedTriples, check_options, choose_splits, split_files
+from kgengine.loaders.base import Dataset, check_options, split_dataset
 
 SPLITS = ("facts", "train", "valid", "test")
 
@@ -18,11 +18,4 @@ def bundled_path() -> Path:
 
 def read_family(path: Path | None, splits: Sequence[str] | None, **options: str) -> Dataset:
     check_options("family", options, ())
-    directory = path or bundled_path()
-    chosen = choose_splits(splits, SPLITS)
-    return Dataset(
-        name="family",
-        triples=DelimitedTriples(split_files(directory, chosen)),
-        source=str(directory),
-        splits=chosen,
-    )
+    return split_dataset("family", path or bundled_path(), splits, SPLITS)

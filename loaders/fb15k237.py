@@ -11,17 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kgengine.loaders.base import (
-    Dataset,
-    DelimitedTriples,
-    NamesFile,
-    check_options,
-    choose_splits,
-    data_path,
-    option_flag,
-    read_names,
-    split_files,
-)
+from kgengine.loaders.base import Dataset, NamesFile, check_options, data_path, option_flag, split_dataset
 
 NAME = "fb15k-237"
 SPLITS = ("train", "valid", "test")
@@ -42,14 +32,7 @@ def entity_labels(directory: Path) -> NamesFile | None:
 def read_fb15k237(path: Path | None, splits: Sequence[str] | None, **options: str) -> Dataset:
     check_options(NAME, options, ("labels",))
     directory = data_path(NAME, path)
-    chosen = choose_splits(splits, SPLITS)
-    labels = entity_labels(directory) if option_flag(options, "labels", True) else None
     relation_file = directory / "relation2text.txt"
-    return Dataset(
-        name=NAME,
-        triples=DelimitedTriples(split_files(directory, chosen)),
-        labels=labels or (),
-        source=str(directory),
-        splits=chosen,
-        relation_labels=read_names(relation_file) if relation_file.is_file() else {},
-    )
+    labels = entity_labels(directory) if option_flag(options, "labels", True) else None
+    return split_dataset(NAME, directory, splits, SPLITS, entity_names=labels,
+                         relation_names=relation_file if relation_file.is_file() else None)

@@ -15,17 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kgengine.errors import KGEngineError
-from kgengine.loaders.base import (
-    Dataset,
-    DelimitedTriples,
-    NamesFile,
-    check_options,
-    choose_splits,
-    data_path,
-    option_flag,
-    read_names,
-    split_files,
-)
+from kgengine.loaders.base import Dataset, NamesFile, check_options, data_path, option_flag, split_dataset
 
 NAME = "wikidata5m"
 SPLITS = ("train", "valid", "test")
@@ -53,15 +43,8 @@ def find_alias_file(triples_dir: Path, name: str) -> Path | None:
 def read_wikidata5m(path: Path | None, splits: Sequence[str] | None, **options: str) -> Dataset:
     check_options(NAME, options, ("labels",))
     directory = _triples_dir(data_path(NAME, path))
-    chosen = choose_splits(splits, SPLITS)
     entity_file = find_alias_file(directory, "wikidata5m_entity.txt")
-    relation_file = find_alias_file(directory, "wikidata5m_relation.txt")
     use_labels = option_flag(options, "labels", True)
-    return Dataset(
-        name=NAME,
-        triples=DelimitedTriples(split_files(directory, chosen, PATTERN)),
-        labels=NamesFile((entity_file,)) if entity_file and use_labels else (),
-        source=str(directory),
-        splits=chosen,
-        relation_labels=read_names(relation_file) if relation_file else {},
-    )
+    return split_dataset(NAME, directory, splits, SPLITS, pattern=PATTERN,
+                         entity_names=NamesFile((entity_file,)) if entity_file and use_labels else None,
+                         relation_names=find_alias_file(directory, "wikidata5m_relation.txt"))

@@ -107,18 +107,8 @@ def test_official_tsv_bad_cells_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.tsv"
     write_official_tsv(
         path,
-        [
-            {
-                "id": 1,
-                "rule_index": 0,
-                "question": "q",
-                "q_entity": "['x'",
-                "answer": [],
-                "a_entity": [],
-                "rule": [],
-                "grounding": [],
-            }
-        ],
+        [{"id": 1, "rule_index": 0, "question": "q", "q_entity": "['x'", "answer": [], "a_entity": [],
+          "rule": [], "grounding": []}],
     )
     with pytest.raises(InputError, match=r"bad\.tsv:2: column 'q_entity'"):
         read_official_tsv(path)
