@@ -780,6 +780,9 @@ class OxigraphStore(NamedQueryStore):
         for solution in result:
             yield {v: _python_value(solution[v]) for v in variables}
 
+    def order_key(self, entity: str) -> str:
+        return terms.entity_iri(entity)  # SPARQL orders IRIs by their text, escapes included
+
     def run_template(
         self, name: str, graph: str, parts: Mapping[str, str], **params: Any
     ) -> list[dict[str, Any]]:

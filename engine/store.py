@@ -152,6 +152,11 @@ class KGStore(Protocol):
         e.g. by :mod:`kgengine.mining.compile`. Values still go in as ``params``."""
         ...
 
+    def order_key(self, entity: str) -> str:
+        """What this backend's query ``ORDER BY`` compares for an entity id (for results
+        computed outside the store in the order the store would give them)."""
+        ...
+
     def neighbourhood(
         self,
         graph: str,
@@ -337,6 +342,9 @@ class NamedQueryStore:
     ``graph_info(graph)`` are each backend's obligations here."""
 
     location: str
+
+    def order_key(self, entity: str) -> str:
+        return entity
 
     def _rows(self, name: str, graph: str, params: dict[str, Any]) -> Iterable[dict[str, Any]]:
         raise NotImplementedError

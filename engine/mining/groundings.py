@@ -21,8 +21,9 @@ class HeadFilter(StrEnum):
     WITHOUT = "without"  # the grounded head is missing (a prediction)
 
 
-def _variables(rule: Rule) -> list[str]:
-    """Head variables first, then body variables in order of appearance."""
+def grounding_variables(rule: Rule) -> list[str]:
+    """Head variables first, then body variables in order of appearance: the order of the
+    groundings' columns and of their sort."""
     seen: list[str] = []
     for atom in (rule.head, *rule.body):
         for v in atom.variables:
@@ -33,7 +34,7 @@ def _variables(rule: Rule) -> list[str]:
 
 def grounding_parts(rule: Rule, language: str, head: HeadFilter, limit: int | None) -> tuple[dict, dict]:
     """Placeholders and parameters of ``rule_groundings`` for one backend's language."""
-    names = [query_variable(v) for v in _variables(rule)]
+    names = [query_variable(v) for v in grounding_variables(rule)]
     if language == "sparql":
         head_pattern = sparql_atom(rule.head)
         head_filter = {

@@ -39,8 +39,8 @@ from kgengine.questions import read_training
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
 from kgengine.rag.embeddings import LazyEncoder, embeddings_available
 from kgengine.rag.linking import GraphEntityLinker
-from kgengine.rag.methods import MethodContext, MethodSpec, Need
-from kgengine.rag.paths import RelationPath, Step, format_path, parse_step, pattern_of
+from kgengine.rag.methods import MethodContext, MethodSpec, Need, Progress
+from kgengine.rag.paths import GraphAdjacency, RelationPath, Step, format_path, parse_step, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model, training_stamp
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
 from kgengine.rag.zero_shot import Encoder
@@ -118,6 +118,9 @@ class OfflineAnswerer(BaseAnswerer):
     # per step, the cut learned on the training split (calibrate); min_score elsewhere
     thresholds: dict[Step, float] = field(default_factory=dict)
     rule_guided: bool = False  # the rules' candidates first; the direct path only where no rule applies
+    # the graph in memory where learning built it: the rules' groundings are found there
+    # (the store's rows, in its order), not by one store query per rule
+    graph_in_memory: GraphAdjacency | None = None
 
     def get_answer(self, question: Question, linked_entity: LinkedEntity | None, steps: Timings) -> Answer:
         assert linked_entity is not None  # needs_topic
@@ -193,7 +196,8 @@ class OfflineAnswerer(BaseAnswerer):
         if step_rules:
             assert self.rules is not None
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
-                                      evidence_per_answer=self.evidence_per_answer)
+                                      evidence_per_answer=self.evidence_per_answer,
+                                      graph_in_memory=self.graph_in_memory)
             for entity, found in derived.items():
                 c = candidates.setdefault(entity, Candidate())
                 c.rules.update(found.rules)
@@ -235,14 +239,16 @@ THRESHOLD_GRID = (0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01)
 
 
 def calibrate(answerer: OfflineAnswerer, examples: Sequence[tuple[str, str | None, str, frozenset[str]]],
-              grid: Sequence[float] = THRESHOLD_GRID) -> dict[Step, float]:
+              grid: Sequence[float] = THRESHOLD_GRID, progress: Progress | None = None) -> dict[Step, float]:
     """Per one-relation step, the cut that maximises the mean :func:`objective` (F1 plus the
     recall of the answers the direct path misses) over the training questions linked to that
     step: ``examples`` are (question text, mention, topic id, gold ids). Ties go to the higher
     cut (fewer, surer answers). Steps with fewer than 5 questions keep the default."""
     totals: dict[Step, dict[float, float]] = {}
     counts: dict[Step, int] = {}
-    for text, mention, topic, gold in examples:
+    for done, (text, mention, topic, gold) in enumerate(examples, 1):
+        if progress is not None:
+            progress(done, len(examples))
         linked = answerer.relation_linker.link(text, topic, mention)
         if len(linked.path) != 1:
             continue
@@ -315,10 +321,10 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
     answerer = OfflineAnswerer(store, graph, linker,
                                RelationLinker(zero_shot, model, options.min_similarity, relations),
                                rules, context.method, options.min_score, context.surface().entity,
-                               labels, rule_guided=rule_guided)
+                               labels, rule_guided=rule_guided,
+                               graph_in_memory=context.parts.get("adjacency"))
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
-        answerer.thresholds = _cached_cuts(context, answerer, rules, lambda: calibrate(
-            answerer, training_examples(settings.train_paths, linker.lookup)))
+        answerer.thresholds = _cached_cuts(context, answerer, rules, lambda: _calibrate(context, answerer))
         if answerer.thresholds:
             cuts = [f"{step}={cut:g}" for step, cut in sorted(answerer.thresholds.items())]
             context.log(f"rule-candidate cuts learned on the training split for {len(cuts)} relation steps: "
@@ -348,6 +354,14 @@ def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleS
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps({str(step): cut for step, cut in cuts.items()}))
     return cuts
+
+
+def _calibrate(context: MethodContext, answerer: OfflineAnswerer) -> dict[Step, float]:
+    examples = training_examples(context.settings.train_paths, answerer.entity_linker.lookup)
+    context.log(f"learning the rule-candidate cuts on {len(examples):,} training questions")
+    # thousands of questions, each running every rule of its step: on the graph in memory
+    answerer.graph_in_memory = context.adjacency()
+    return calibrate(answerer, examples, progress=context.progress)
 
 
 def _encoder(context: MethodContext, options: OfflineOptions) -> Encoder | None:

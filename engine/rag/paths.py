@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -131,35 +131,34 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
         rule.head.subject, rule.head.object)
     if not (is_variable(bound_var) and is_variable(free_var)) or bound_var == free_var:
         return set()
-    found: set[str] = set()
+    found = (g.get(free_var) for g in body_groundings(adjacency, rule.body, {bound_var: topic}))
+    return {value for value in found if value is not None and value != topic}
 
-    def solve(atoms: list[Atom], binding: dict[str, str]) -> None:
-        if not atoms:
-            value = binding.get(free_var)
-            if value is not None and value != topic:
-                found.add(value)
-            return
-        # the next atom: one with a bound argument (bodies are connected to the head)
-        index = next((i for i, a in enumerate(atoms) if _value(a.subject, binding) is not None
-                      or _value(a.object, binding) is not None), 0)
-        atom, rest = atoms[index], atoms[:index] + atoms[index + 1:]
-        subject, obj = _value(atom.subject, binding), _value(atom.object, binding)
-        if subject is not None:
-            candidates = [(subject, t) for t in adjacency.neighbours(subject, Step(atom.relation))]
-        elif obj is not None:
-            candidates = [(h, obj) for h in adjacency.neighbours(obj, Step(atom.relation, True))]
-        else:  # not connected to anything bound: not a rule the miner writes
-            return
-        for head, tail in candidates:
-            if obj is not None and tail != obj or subject is not None and head != subject:
-                continue
-            extended = dict(binding)
-            if not _bind(extended, atom.subject, head) or not _bind(extended, atom.object, tail):
-                continue
-            solve(rest, extended)
 
-    solve(list(rule.body), {bound_var: topic})
-    return found
+def body_groundings(adjacency: GraphAdjacency, atoms: Sequence[Atom], binding: Mapping[str, str]
+                    ) -> Iterator[dict[str, str]]:
+    """Every substitution extending ``binding`` that makes each atom a fact (as the
+    ``rule_groundings`` query, which also lets two atoms match the same fact), each once:
+    atoms are taken one at a time from a bound argument (rule bodies are connected)."""
+    if not atoms:
+        yield dict(binding)
+        return
+    index = next((i for i, a in enumerate(atoms) if _value(a.subject, binding) is not None
+                  or _value(a.object, binding) is not None), None)
+    if index is None:  # not connected to anything bound: not a rule the miner writes
+        return
+    atom, rest = atoms[index], [*atoms[:index], *atoms[index + 1:]]
+    subject, obj = _value(atom.subject, binding), _value(atom.object, binding)
+    if subject is not None:
+        pairs = [(subject, t) for t in adjacency.neighbours(subject, Step(atom.relation))
+                 if obj is None or t == obj]
+    else:
+        assert obj is not None
+        pairs = [(h, obj) for h in adjacency.neighbours(obj, Step(atom.relation, True))]
+    for head, tail in pairs:
+        extended = dict(binding)
+        if _bind(extended, atom.subject, head) and _bind(extended, atom.object, tail):
+            yield from body_groundings(adjacency, rest, extended)
 
 
 def _value(term: str, binding: Mapping[str, str]) -> str | None:
