@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -136,39 +136,42 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
 
 
 def body_groundings(adjacency: GraphAdjacency, atoms: Sequence[Atom], binding: Mapping[str, str]
-                    ) -> Iterator[dict[str, str]]:
+                    ) -> list[dict[str, str]]:
     """Every substitution extending ``binding`` that makes each atom a fact (as the
-    ``rule_groundings`` query, which also lets two atoms match the same fact), each once:
-    atoms are taken one at a time from a bound argument (rule bodies are connected)."""
-    if not atoms:
-        yield dict(binding)
-        return
-    index = next((i for i, a in enumerate(atoms) if _value(a.subject, binding) is not None
-                  or _value(a.object, binding) is not None), None)
-    if index is None:  # not connected to anything bound: not a rule the miner writes
-        return
-    atom, rest = atoms[index], [*atoms[:index], *atoms[index + 1:]]
-    subject, obj = _value(atom.subject, binding), _value(atom.object, binding)
-    if subject is not None:
-        pairs = [(subject, t) for t in adjacency.neighbours(subject, Step(atom.relation))
-                 if obj is None or t == obj]
-    else:
-        assert obj is not None
-        pairs = [(h, obj) for h in adjacency.neighbours(obj, Step(atom.relation, True))]
-    for head, tail in pairs:
-        extended = dict(binding)
-        if _bind(extended, atom.subject, head) and _bind(extended, atom.object, tail):
-            yield from body_groundings(adjacency, rest, extended)
+    ``rule_groundings`` query, which also lets two atoms match the same fact), each once;
+    empty when an atom is not connected to anything bound (not a rule the miner writes).
+    The atoms are joined in an order where each has a bound argument when reached, all
+    partial substitutions a level at a time (bodies are short: calibration runs thousands)."""
+    order, known, pending = [], set(binding), list(atoms)
+    while pending:
+        index = next((i for i, a in enumerate(pending)
+                      if not (is_variable(a.subject) and a.subject not in known)
+                      or not (is_variable(a.object) and a.object not in known)), None)
+        if index is None:
+            return []
+        atom = pending.pop(index)
+        order.append(atom)
+        known.update(atom.variables)
+    rows = [dict(binding)]
+    for atom in order:
+        forward, backward = Step(atom.relation), Step(atom.relation, True)
+        extended: list[dict[str, str]] = []
+        for row in rows:
+            subject, obj = _value(atom.subject, row), _value(atom.object, row)
+            if subject is not None and obj is not None:
+                if obj in adjacency.neighbours(subject, forward):
+                    extended.append(row)
+            elif subject is not None:
+                extended.extend({**row, atom.object: tail} for tail in adjacency.neighbours(subject, forward))
+            else:
+                assert obj is not None
+                extended.extend({**row, atom.subject: head} for head in adjacency.neighbours(obj, backward))
+        rows = extended
+    return rows
 
 
 def _value(term: str, binding: Mapping[str, str]) -> str | None:
     return binding.get(term) if is_variable(term) else term
-
-
-def _bind(binding: dict[str, str], term: str, value: str) -> bool:
-    if not is_variable(term):
-        return term == value
-    return binding.setdefault(term, value) == value
 
 
 # ---- patterns --------------------------------------------------------------------------------

@@ -95,14 +95,15 @@ def load_rules(
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as partial:
         write_tsv(rules, partial)
+    # read back: the confidences as the cache holds them (rounded), so that answers, and the
+    # keys of what is learned with the rules, are the same on first use as on every later one
+    rules = read_rules(path) if rules else []
     return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use", path)
 
 
 def _has_rules(path: Path) -> bool:
     with path.open(encoding="utf-8") as fh:
         return any("=>" in line for line in fh)
-
-
 
 
 def bind_topic(rule: Rule, step: Step, topic: str) -> tuple[Rule, str]:
