@@ -1,22 +1,37 @@
-"""Scoring speed of the strict BRINK metrics (a benchmark, not a test): parse + score a
-seeded synthetic gold/pred pair in the official formats (N questions, 1-8 gold answers and
-0-10 predicted pieces each, about half of them gold), for the strict metrics, the permissive
-variant, and `kgengine eval score --json` end to end (JSON files on disk). Prints a Markdown
-table and writes bench/results/eval.json.
+"""Evaluation speed (a benchmark, not a test).
 
-    .venv/bin/python bench/eval.py [--questions 100000]
+Scoring: parse + score a seeded synthetic gold/pred pair in the official formats (N
+questions, 1-8 gold answers and 0-10 predicted pieces each, about half of them gold), for the
+strict metrics, the permissive variant, and `kgengine eval score --json` end to end (JSON
+files on disk).
+
+End to end (``--brink``): `kgengine eval --method offline` of a BRINK build's test split
+(complete and incomplete KG), as a user runs it, process start to exit: cold (the build's
+graphs not in the store, no cache: rules mined, paths and cuts learned) and warm (the same
+command again: graphs and caches there, every question answered again). Cases: ``family``
+(the bundled Family facts and AMIE 3 rules) and ``fb15k-237`` (FB15k-237 from
+$KGENGINE_SHARED, 300 rules of max length 3, a question per grounding: the README's row).
+The builds themselves are not timed (bench/brink.py times them).
+
+Prints Markdown tables and writes bench/results/eval.json (the scoring and the end-to-end
+figures kept side by side: a run of one part keeps the other's last figures).
+
+    .venv/bin/python bench/eval.py [--questions 100000] [--brink family,fb15k-237 [--work DIR]]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kgengine.eval.metrics import evaluate_permissive, evaluate_records
 
@@ -45,10 +60,77 @@ def timed(fn, repeat: int = 3) -> float:
     return best
 
 
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("KGENGINE_SHARED", REPO.parent / "shared"))
+# (the graph the build is made from, how to load it, the build's options, eval's options)
+BRINK_CASES: dict[str, tuple[str, list[str], list[str], list[str]]] = {
+    "family": ("family-facts", ["family", "--splits", "facts", "--graph", "family-facts"],
+               ["--rules", str(REPO / "engine" / "brink" / "data" / "family_amie3_len3.tsv")], []),
+    "fb15k-237": ("fb15k-237", ["fb15k-237", "--path", str(SHARED / "datasets" / "fb15k-237")],
+                  ["--max-len", "3", "--max-rules", "300", "--question-unit", "grounding"], ["--hops", "1"]),
+}
+
+
+def kgengine(*args: str, store: Path) -> float:
+    """Seconds of one ``kgengine`` process, start to exit (its output kept for a failure)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "kgengine.cli", *args, "--store", str(store)],
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"kgengine {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def brink_eval(case: str, work: Path) -> dict[str, Any]:
+    graph, load, build_options, eval_options = BRINK_CASES[case]
+    store, build, out = work / "store", work / f"brink-{case}", work / f"eval-{case}"
+    if not (build / "questions_test.jsonl").is_file():
+        kgengine("load", *load, "--replace", store=store)
+        kgengine("brink", "build", "--graph", graph, *build_options, "-o", str(build), store=store)
+    for variant in ("complete", "incomplete"):  # cold: the build's graphs are loaded by eval
+        subprocess.run([sys.executable, "-m", "kgengine.cli", "drop", f"{build.name}-{variant}",
+                        "--store", str(store)], capture_output=True)
+    shutil.rmtree(out, ignore_errors=True)
+    command = ["eval", "--questions", str(build), "--method", "offline", *eval_options, "-o", str(out)]
+    cold = kgengine(*command, store=store)
+    (out / "results.jsonl").unlink()  # warm: graphs and caches kept, every question answered again
+    warm = kgengine(*command, store=store)
+    summary = json.loads((out / "summary.json").read_text())
+    questions = json.loads((build / "stats.json").read_text())["questions"]["test"]
+    return {"case": case, "test_questions": questions, "cold_seconds": round(cold, 1),
+            "warm_seconds": round(warm, 1), "command": "kgengine " + " ".join(command[:-2]),
+            "metrics": summary}
+
+
+def brink_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| BRINK eval, offline (complete + incomplete) | test questions | cold s | warm s |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {r['case']} | {r['test_questions']:,} | {r['cold_seconds']:.1f} | {r['warm_seconds']:.1f} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=100_000)
+    parser.add_argument("--brink", help=f"end-to-end cases, comma-separated, of {', '.join(BRINK_CASES)}")
+    parser.add_argument("--work", type=Path, help="store, builds, outputs (default: temp)")
     args = parser.parse_args()
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    if args.brink:
+        cases = args.brink.split(",")
+        unknown = [c for c in cases if c not in BRINK_CASES]
+        if unknown:
+            parser.error(f"--brink: unknown case(s) {', '.join(unknown)}")
+        with tempfile.TemporaryDirectory() as tmp:
+            work = args.work or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            rows = [brink_eval(case, work) for case in cases]
+        print(brink_table(rows))
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps({**previous, "brink_end_to_end": rows}, indent=2) + "\n")
+        return
     gold, pred = synthetic(args.questions)
     rows = {"strict": timed(lambda: evaluate_records(gold, pred)),
             "permissive": timed(lambda: evaluate_permissive(gold, pred))}
@@ -64,7 +146,8 @@ def main() -> None:
     for name, seconds in rows.items():
         print(f"| {name} | {seconds:.2f} | {args.questions / seconds:,.0f} |")
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"questions": args.questions, "seconds": rows}, indent=2) + "\n")
+    results = {**previous, "questions": args.questions, "seconds": rows}
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

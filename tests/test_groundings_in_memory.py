@@ -12,6 +12,9 @@ from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import read_rules
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
+from kgengine.rag.base import Question
+from kgengine.rag.methods import AnswerSettings, build_answerer
+from kgengine.rag.offline import IN_MEMORY_AFTER
 from kgengine.rag.paths import GraphAdjacency, Step
 from kgengine.rag.rules import bind_topic, groundings_in_memory, rule_candidates
 from test_rag_offline import FAMILY_RULES
@@ -71,9 +74,29 @@ def test_rule_candidates_are_the_same_from_memory_as_from_the_store(oxigraph_sto
             step = Step(relation, inverse)
             for_step = [r for r in rules if r.head_relation == relation]
             for topic in topics:
-                from_store = rule_candidates(oxigraph_store, "family", topic, step, for_step, limit_per_rule=5)
-                from_memory = rule_candidates(oxigraph_store, "family", topic, step, for_step, limit_per_rule=5,
-                                              graph_in_memory=adjacency)
+                args = (oxigraph_store, "family", topic, step, for_step)
+                from_store = rule_candidates(*args, limit_per_rule=5)
+                from_memory = rule_candidates(*args, limit_per_rule=5, graph_in_memory=adjacency)
                 assert from_memory == from_store
                 compared += len(from_store)
     assert compared > 500
+
+
+def test_a_batch_moves_the_rules_to_the_graph_in_memory_with_the_same_answers(oxigraph_store, tmp_path
+                                                                             ) -> None:
+    facts = list(read_dataset("family", splits=["facts"]).triples)
+    oxigraph_store.load("family", facts, dataset="family")
+    settings = AnswerSettings(rules_path=FAMILY_RULES, cache_dir=tmp_path)
+    batch = build_answerer(oxigraph_store, "family", "offline", settings)
+    one_by_one = build_answerer(oxigraph_store, "family", "offline", settings)
+    one_by_one.graph_loader = None  # every question's rules through the store
+    assert batch.graph_in_memory is None and batch.graph_loader is not None
+    people = sorted({t.head for t in facts})[:2 * IN_MEMORY_AFTER]
+    questions = [Question(f"Who is the {relation} of {person}?", person)
+                 for person in people for relation in ("brother", "aunt")]
+    for question in questions:
+        got, expected = batch.answer(question).to_json(), one_by_one.answer(question).to_json()
+        got.pop("timings"), expected.pop("timings")
+        assert got == expected
+    assert batch.graph_in_memory is not None and one_by_one.graph_in_memory is None
+    assert sum(len(batch.answer(q).answers) for q in questions) > len(questions)  # not empty answers

@@ -135,7 +135,7 @@ def build_graphs(store: KGStore, qset: QuestionSet, log: Log) -> list[GraphSetti
         name = f"{graph_name_for(build_dir)}{form}-{variant}"
         path = build_dir / f"kg_{variant}.tsv"
         # the graph is this build's only if it was loaded from these very bytes
-        source = f"{path} sha256:{file_digest(path)}{form}"
+        source = f"{path.resolve()} sha256:{file_digest(path)}{form}"
         info = store.graph_info(name)
         if info is None or info.status != "complete" or info.source != source:
             if info is not None and info.status == "complete":

@@ -26,6 +26,7 @@ PCA confidence) that turned it into the answer, or no rule for a direct path."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,12 @@ from kgengine.rag.zero_shot import Encoder
 from kgengine.store import KGStore, short_digest
 
 DIRECT_SCORE = 1.0
+# The rules' groundings move from store queries to the graph in memory once this many
+# questions ran them through the store (a batch: reading the graph once is cheaper than
+# thousands of rule queries; FB15k-237's BRINK test split: 212 s warm before, most of it
+# those queries), for graphs of at most IN_MEMORY_MAX_TRIPLES (its memory is ~0.5 kB a triple).
+IN_MEMORY_AFTER = 10
+IN_MEMORY_MAX_TRIPLES = 2_000_000
 
 
 @dataclass
@@ -119,8 +126,12 @@ class OfflineAnswerer(BaseAnswerer):
     thresholds: dict[Step, float] = field(default_factory=dict)
     rule_guided: bool = False  # the rules' candidates first; the direct path only where no rule applies
     # the graph in memory where learning built it: the rules' groundings are found there
-    # (the store's rows, in its order), not by one store query per rule
+    # (the store's rows, in its order), not by one store query per rule; else built by
+    # ``graph_loader`` once IN_MEMORY_AFTER questions ran their rules through the store
     graph_in_memory: GraphAdjacency | None = None
+    graph_loader: Callable[[], GraphAdjacency] | None = None
+    _store_rule_runs: int = field(default=0, repr=False, compare=False)
+    _loading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get_answer(self, question: Question, linked_entity: LinkedEntity | None, steps: Timings) -> Answer:
         assert linked_entity is not None  # needs_topic
@@ -197,7 +208,7 @@ class OfflineAnswerer(BaseAnswerer):
             assert self.rules is not None
             derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer,
-                                      graph_in_memory=self.graph_in_memory)
+                                      graph_in_memory=self._rule_graph())
             for entity, found in derived.items():
                 c = candidates.setdefault(entity, Candidate())
                 c.rules.update(found.rules)
@@ -208,6 +219,14 @@ class OfflineAnswerer(BaseAnswerer):
                              f" ({self.rules.origin})")
         timings["rules_ms"] = _ms(mark)
         return candidates
+
+    def _rule_graph(self) -> GraphAdjacency | None:
+        if self.graph_in_memory is None and self.graph_loader is not None:
+            with self._loading:
+                self._store_rule_runs += 1
+                if self._store_rule_runs > IN_MEMORY_AFTER and self.graph_in_memory is None:
+                    self.graph_in_memory = self.graph_loader()
+        return self.graph_in_memory
 
     def rank(self, candidates: dict[str, Candidate], threshold: float) -> list[ScoredAnswer]:
         scored = []
@@ -322,7 +341,8 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
                                RelationLinker(zero_shot, model, options.min_similarity, relations),
                                rules, context.method, options.min_score, context.surface().entity,
                                labels, rule_guided=rule_guided,
-                               graph_in_memory=context.parts.get("adjacency"))
+                               graph_in_memory=context.parts.get("adjacency"),
+                               graph_loader=context.adjacency if _fits_in_memory(store, graph) else None)
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
         answerer.thresholds = _cached_cuts(context, answerer, rules, lambda: _calibrate(context, answerer))
         if answerer.thresholds:
@@ -354,6 +374,11 @@ def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleS
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps({str(step): cut for step, cut in cuts.items()}))
     return cuts
+
+
+def _fits_in_memory(store: KGStore, graph: str) -> bool:
+    info = store.graph_info(graph)
+    return info is not None and info.triples <= IN_MEMORY_MAX_TRIPLES
 
 
 def _calibrate(context: MethodContext, answerer: OfflineAnswerer) -> dict[Step, float]:
