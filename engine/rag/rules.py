@@ -170,10 +170,12 @@ def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Calla
     computed on the graph in memory: distinct rows with variable names without '?', sorted
     as the backend's ``ORDER BY`` sorts them (``order_key``), the first ``limit``."""
     columns = grounding_variables(rule)
-    rows = {tuple(g[v] for v in columns): None for g in body_groundings(adjacency, rule.body, {})}
-    ordered = sorted(rows, key=lambda row: tuple(map(order_key, row)))[:limit]
+    rows = list({tuple(g[v] for v in columns): None for g in body_groundings(adjacency, rule.body, {})})
+    if len(rows) > 1:
+        keys = {value: order_key(value) for value in {v for row in rows for v in row}}
+        rows.sort(key=lambda row: tuple(keys[v] for v in row))
     names = [v.lstrip("?") for v in columns]
-    return [dict(zip(names, row, strict=True)) for row in ordered]
+    return [dict(zip(names, row, strict=True)) for row in rows[:limit]]
 
 
 def _ground(term: str, row: dict[str, str]) -> str:
