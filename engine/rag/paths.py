@@ -131,47 +131,55 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
         rule.head.subject, rule.head.object)
     if not (is_variable(bound_var) and is_variable(free_var)) or bound_var == free_var:
         return set()
-    found = (g.get(free_var) for g in body_groundings(adjacency, rule.body, {bound_var: topic}))
-    return {value for value in found if value is not None and value != topic}
+    columns, rows = body_groundings(adjacency, rule.body, {bound_var: topic})
+    if free_var not in columns:
+        return set()
+    at = columns.index(free_var)
+    return {row[at] for row in rows} - {topic}
 
 
 def body_groundings(adjacency: GraphAdjacency, atoms: Sequence[Atom], binding: Mapping[str, str]
-                    ) -> list[dict[str, str]]:
+                    ) -> tuple[list[str], list[tuple[str, ...]]]:
     """Every substitution extending ``binding`` that makes each atom a fact (as the
-    ``rule_groundings`` query, which also lets two atoms match the same fact), each once;
-    empty when an atom is not connected to anything bound (not a rule the miner writes).
-    The atoms are joined in an order where each has a bound argument when reached, all
-    partial substitutions a level at a time (bodies are short: calibration runs thousands)."""
-    order, known, pending = [], set(binding), list(atoms)
-    while pending:
+    ``rule_groundings`` query, which also lets two atoms match the same fact), each once, as
+    (variables, rows of their values); no rows when an atom is not connected to anything
+    bound (not a rule the miner writes). The atoms are joined in an order where each has a
+    bound argument when reached, all partial rows a level at a time, as tuples (bodies are
+    short, and calibration runs thousands of them)."""
+    columns = list(binding)
+    rows: list[tuple[str, ...]] = [tuple(binding.values())]
+    pending = list(atoms)
+    while pending and rows:
         index = next((i for i, a in enumerate(pending)
-                      if not (is_variable(a.subject) and a.subject not in known)
-                      or not (is_variable(a.object) and a.object not in known)), None)
+                      if not (is_variable(a.subject) and a.subject not in columns)
+                      or not (is_variable(a.object) and a.object not in columns)), None)
         if index is None:
-            return []
+            return columns, []
         atom = pending.pop(index)
-        order.append(atom)
-        known.update(atom.variables)
-    rows = [dict(binding)]
-    for atom in order:
         forward, backward = Step(atom.relation), Step(atom.relation, True)
-        extended: list[dict[str, str]] = []
-        for row in rows:
-            subject, obj = _value(atom.subject, row), _value(atom.object, row)
-            if subject is not None and obj is not None:
-                if obj in adjacency.neighbours(subject, forward):
-                    extended.append(row)
-            elif subject is not None:
-                extended.extend({**row, atom.object: tail} for tail in adjacency.neighbours(subject, forward))
-            else:
-                assert obj is not None
-                extended.extend({**row, atom.subject: head} for head in adjacency.neighbours(obj, backward))
-        rows = extended
-    return rows
+        subject, obj = _slot(atom.subject, columns), _slot(atom.object, columns)
+        neighbours = adjacency.neighbours
+        if subject is not None and obj is not None:
+            rows = [row for row in rows if _at(obj, row) in neighbours(_at(subject, row), forward)]
+        elif subject is not None:
+            columns.append(atom.object)
+            rows = [(*row, tail) for row in rows for tail in neighbours(_at(subject, row), forward)]
+        else:
+            assert obj is not None
+            columns.append(atom.subject)
+            rows = [(*row, head) for row in rows for head in neighbours(_at(obj, row), backward)]
+    return columns, rows if not pending else []
 
 
-def _value(term: str, binding: Mapping[str, str]) -> str | None:
-    return binding.get(term) if is_variable(term) else term
+def _slot(term: str, columns: list[str]) -> int | str | None:
+    """Where a term's value is: a column index, the constant itself, or None (unbound)."""
+    if not is_variable(term):
+        return term
+    return columns.index(term) if term in columns else None
+
+
+def _at(slot: int | str, row: tuple[str, ...]) -> str:
+    return row[slot] if isinstance(slot, int) else slot
 
 
 # ---- patterns --------------------------------------------------------------------------------

@@ -170,7 +170,11 @@ def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Calla
     computed on the graph in memory: distinct rows with variable names without '?', sorted
     as the backend's ``ORDER BY`` sorts them (``order_key``), the first ``limit``."""
     columns = grounding_variables(rule)
-    rows = list({tuple(g[v] for v in columns): None for g in body_groundings(adjacency, rule.body, {})})
+    found, joined = body_groundings(adjacency, rule.body, {})
+    if not joined:
+        return []
+    at = [found.index(v) for v in columns]
+    rows = list({tuple(row[i] for i in at): None for row in joined})
     if len(rows) > 1:
         keys = {value: order_key(value) for value in {v for row in rows for v in row}}
         rows.sort(key=lambda row: tuple(keys[v] for v in row))
