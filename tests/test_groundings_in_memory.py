@@ -15,8 +15,8 @@ from kgengine.model import Triple
 from kgengine.rag.base import Question
 from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.offline import IN_MEMORY_AFTER
-from kgengine.rag.paths import GraphAdjacency, Step
-from kgengine.rag.rules import bind_topic, groundings_in_memory, rule_candidates
+from kgengine.rag.paths import GraphAdjacency, Step, body_answers, body_groundings
+from kgengine.rag.rules import bind_topic, groundings_in_memory, rule_answers_in_memory, rule_candidates
 from test_rag_offline import FAMILY_RULES
 
 # ids that sort differently raw and escaped ('%' sorts before '-', digits and letters; UTF-8)
@@ -53,11 +53,13 @@ def test_in_memory_groundings_are_the_stores_rows_in_its_order(loaded) -> None:
         rule = parse_rule(text)
         for topic in IDS:
             for inverse in (False, True):
-                bound, _ = bind_topic(rule, Step(rule.head.relation, inverse), topic)
+                bound, answer = bind_topic(rule, Step(rule.head.relation, inverse), topic)
                 for limit in (1_000, 4):
                     expected = groundings(store, graph, bound, head=HeadFilter.ANY, limit=limit)
                     assert groundings_in_memory(adjacency, bound, store.order_key, limit) == expected, \
                         (text, topic, inverse, limit)
+                    assert rule_answers_in_memory(adjacency, bound, answer, store.order_key, limit) == {
+                        row[answer] for row in expected}
                     checked += bool(expected)
     assert checked > 100  # most of them have groundings: the comparison is not of empty lists
 
@@ -100,3 +102,41 @@ def test_a_batch_moves_the_rules_to_the_graph_in_memory_with_the_same_answers(ox
         assert got == expected
     assert batch.graph_in_memory is not None and one_by_one.graph_in_memory is None
     assert sum(len(batch.answer(q).answers) for q in questions) > len(questions)  # not empty answers
+
+
+@pytest.mark.parametrize("rule_guided", [False, True])
+def test_calibrations_scores_from_memory_are_the_answerers_candidates(oxigraph_store, tmp_path,
+                                                                      rule_guided: bool) -> None:
+    facts = list(read_dataset("family", splits=["facts"]).triples)
+    oxigraph_store.load("family", facts, dataset="family")
+    answerer = build_answerer(oxigraph_store, "family", "rule-guided" if rule_guided else "offline",
+                              AnswerSettings(rules_path=FAMILY_RULES, cache_dir=tmp_path))
+    steps = [Step(r, inverse) for r in sorted({t.relation for t in facts}) for inverse in (False, True)]
+    topics = sorted({t.head for t in facts})[::20]
+    store_scores = {(t, s): answerer.candidate_scores(t, s) for t in topics for s in steps}
+    answerer.graph_in_memory = GraphAdjacency(facts)
+    for (topic, step), expected in store_scores.items():
+        assert answerer.candidate_scores(topic, step) == expected, (topic, step)
+    assert sum(not direct for scores in store_scores.values() for direct, _ in scores.values()) > 100
+
+
+def test_body_answers_of_path_bodies_are_those_of_their_groundings() -> None:
+    """The set-union walk of path-shaped bodies against the rows of the general join."""
+    adjacency = GraphAdjacency(odd_ids_kg())
+    bodies = ["p(?a,?x) & q(?x,?b)", "p(?x,?a) & q(?b,?x)", "p(?a,?b) & q(?a,?b)", "p(?a,?b) & p(?b,?a)",
+              "q(?a,?x) & p(?x,?y) & q(?y,?b)", "p(?a,?x) & q(?x,?b) & q(?a,?b)",
+              "p(?a,?x) & p(?x,?a) & q(?a,?b)", "q(?b,?a)"]
+    compared = 0
+    for body in bodies:
+        for head in ("p(?a,?b)", "q(?b,?a)"):
+            rule = parse_rule(f"{body} => {head}")
+            for topic in IDS:
+                for inverse in (False, True):
+                    bound, free = (rule.head.object, rule.head.subject) if inverse else (
+                        rule.head.subject, rule.head.object)
+                    columns, rows = body_groundings(adjacency, rule.body, {bound: topic})
+                    expected = {row[columns.index(free)] for row in rows} - {topic} if rows else set()
+                    got = body_answers(adjacency, rule, topic, inverse)
+                    assert got == expected, (str(rule), topic, inverse)
+                    compared += len(expected)
+    assert compared > 500

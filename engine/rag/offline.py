@@ -43,7 +43,14 @@ from kgengine.rag.linking import GraphEntityLinker
 from kgengine.rag.methods import MethodContext, MethodSpec, Need, Progress
 from kgengine.rag.paths import GraphAdjacency, RelationPath, Step, format_path, parse_step, pattern_of
 from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model, training_stamp
-from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates
+from kgengine.rag.rules import (
+    RULE_LIMIT,
+    RuleSet,
+    bind_topic,
+    noisy_or,
+    rule_answers_in_memory,
+    rule_candidates,
+)
 from kgengine.rag.zero_shot import Encoder
 from kgengine.store import KGStore, short_digest
 
@@ -220,6 +227,28 @@ class OfflineAnswerer(BaseAnswerer):
         timings["rules_ms"] = _ms(mark)
         return candidates
 
+    def candidate_scores(self, topic: str, step: Step) -> dict[str, tuple[bool, float]]:
+        """Per candidate of the one-step path: (a direct answer, its score), as
+        :meth:`candidates` gives them, without evidence; from the graph in memory when there
+        is one (calibration asks this of thousands of training questions)."""
+        graph = self.graph_in_memory
+        if graph is None:
+            return {e: (c.direct, c.score) for e, c in self.candidates(topic, (step,)).items()}
+        step_rules = self.rules.for_step(step) if self.rules is not None else []
+        use_direct = not self.rule_guided or not step_rules
+        direct = set(graph.neighbours(topic, step)) - {topic} if use_direct else set()
+        derived: dict[str, list[float]] = {}
+        for mined in step_rules:
+            bound, answer_var = bind_topic(mined.rule, step, topic)
+            for answer in rule_answers_in_memory(graph, bound, answer_var, self.store.order_key, RULE_LIMIT):
+                if answer != topic:
+                    derived.setdefault(answer, []).append(mined.pca_confidence)
+        scores = {e: (True, DIRECT_SCORE) for e in direct}
+        for entity, confidences in derived.items():
+            if entity not in direct:
+                scores[entity] = (False, noisy_or(confidences))
+        return scores
+
     def _rule_graph(self) -> GraphAdjacency | None:
         if self.graph_in_memory is None and self.graph_loader is not None:
             with self._loading:
@@ -272,12 +301,12 @@ def calibrate(answerer: OfflineAnswerer, examples: Sequence[tuple[str, str | Non
         if len(linked.path) != 1:
             continue
         step = linked.path[0]
-        found = answerer.candidates(topic, linked.path)
+        found = answerer.candidate_scores(topic, step)
         per_step = totals.setdefault(step, dict.fromkeys(grid, 0.0))
         counts[step] = counts.get(step, 0) + 1
-        direct = {e for e, c in found.items() if c.direct}
+        direct = {e for e, (is_direct, _) in found.items() if is_direct}
         for cut in grid:
-            chosen = {e for e, c in found.items() if c.direct or c.score >= cut}
+            chosen = {e for e, (is_direct, score) in found.items() if is_direct or score >= cut}
             per_step[cut] += objective(chosen, gold, direct)
     return {step: max(grid, key=lambda cut: (per_step[cut], cut))
             for step, per_step in totals.items() if counts[step] >= 5}

@@ -131,11 +131,42 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
         rule.head.subject, rule.head.object)
     if not (is_variable(bound_var) and is_variable(free_var)) or bound_var == free_var:
         return set()
+    hops = _chain(rule.body, bound_var, free_var)
+    if hops is not None:  # a path of variables: its ends by set unions, no rows
+        frontier = {topic}
+        for steps in hops:
+            reached: set[str] = set()
+            for entity in frontier:
+                if len(steps) == 1:
+                    reached |= adjacency.neighbours(entity, steps[0])
+                else:
+                    reached |= set.intersection(*(adjacency.neighbours(entity, s) for s in steps))
+            frontier = reached
+        return frontier - {topic}
     columns, rows = body_groundings(adjacency, rule.body, {bound_var: topic})
     if free_var not in columns:
         return set()
     at = columns.index(free_var)
     return {row[at] for row in rows} - {topic}
+
+
+def _chain(atoms: Sequence[Atom], start: str, end: str) -> list[list[Step]] | None:
+    """The body as hops start -> v1 -> ... -> end when it is a path of distinct variables
+    (each hop one or more atoms between the same two variables), else None."""
+    hops: list[list[Step]] = []
+    current, seen, remaining = start, {start}, list(atoms)
+    while remaining:
+        touching = [a for a in remaining if current in (a.subject, a.object)]
+        if not touching or not all(is_variable(t) for a in touching for t in a.terms):
+            return None
+        following = {a.object if a.subject == current else a.subject for a in touching}
+        if len(following) != 1 or following & seen:
+            return None
+        hops.append([Step(a.relation, a.subject != current) for a in touching])
+        remaining = [a for a in remaining if a not in touching]
+        current = following.pop()
+        seen.add(current)
+    return hops if current == end and hops else None
 
 
 def body_groundings(adjacency: GraphAdjacency, atoms: Sequence[Atom], binding: Mapping[str, str]

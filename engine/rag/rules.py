@@ -33,6 +33,7 @@ from kgengine.rag.paths import GraphAdjacency, Step, body_groundings
 from kgengine.store import KGStore, short_digest
 
 DEFAULT_MAX_LEN = 3
+RULE_LIMIT = 1_000  # groundings per rule and question (the first in the store's order)
 
 
 def default_cache_dir() -> Path:
@@ -134,7 +135,7 @@ def rule_candidates(
     topic: str,
     step: Step,
     rules: Sequence[MinedRule],
-    limit_per_rule: int = 1_000,
+    limit_per_rule: int = RULE_LIMIT,
     evidence_per_answer: int = 3,
     graph_in_memory: GraphAdjacency | None = None,
 ) -> dict[str, RuleCandidate]:
@@ -162,6 +163,18 @@ def rule_candidates(
                              for a in bound.body)
                 candidate.evidence.append(Evidence(path, text, mined.pca_confidence))
     return out
+
+
+def rule_answers_in_memory(adjacency: GraphAdjacency, rule: Rule, answer_var: str,
+                           order_key: Callable[[str], str], limit: int) -> set[str]:
+    """The answers (values of ``answer_var``) of :func:`groundings_in_memory`'s rows, without
+    building them when the limit does not cut (calibration needs the answers, not the rows);
+    ``answer_var`` without '?', as :func:`bind_topic` names it."""
+    found, joined = body_groundings(adjacency, rule.body, {})
+    if len(joined) <= limit:
+        at = found.index(f"?{answer_var}") if joined else 0
+        return {row[at] for row in joined}
+    return {row[answer_var] for row in groundings_in_memory(adjacency, rule, order_key, limit)}
 
 
 def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Callable[[str], str],
