@@ -23,7 +23,9 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from kgengine.mining.rules import Atom, Rule, is_variable
@@ -60,6 +62,9 @@ def parse_path(items: Iterable[str]) -> RelationPath:
     return tuple(parse_step(item) for item in items)
 
 
+_NONE: frozenset[str] = frozenset()  # (neighbours' empty answer: never to be changed)
+
+
 class GraphAdjacency:
     """The KG as ``entity -> step -> neighbours`` for both directions, built once in memory
     (MetaQA's 130k triples take about 1 s and 60 MB)."""
@@ -78,8 +83,18 @@ class GraphAdjacency:
     def steps(self, entity: str) -> Mapping[Step, set[str]]:
         return self._next.get(entity, {})
 
-    def neighbours(self, entity: str, step: Step) -> set[str]:
-        return self._next.get(entity, {}).get(step, set())
+    def neighbours(self, entity: str, step: Step) -> AbstractSet[str]:
+        steps = self._next.get(entity)
+        return steps.get(step, _NONE) if steps is not None else _NONE
+
+    def step_from(self, entities: Iterable[str], step: Step) -> set[str]:
+        """Every neighbour over ``step`` of any of ``entities``."""
+        reached: set[str] = set()
+        for entity in entities:
+            steps = self._next.get(entity)
+            if steps is not None:
+                reached |= steps.get(step, _NONE)
+        return reached
 
     def has_fact(self, head: str, relation: str, tail: str) -> bool:
         return tail in self.neighbours(head, Step(relation, False))
@@ -131,17 +146,15 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
         rule.head.subject, rule.head.object)
     if not (is_variable(bound_var) and is_variable(free_var)) or bound_var == free_var:
         return set()
-    hops = _chain(rule.body, bound_var, free_var)
+    hops = _chain(tuple(rule.body), bound_var, free_var)
     if hops is not None:  # a path of variables: its ends by set unions, no rows
-        frontier = {topic}
+        frontier: set[str] = {topic}
         for steps in hops:
-            reached: set[str] = set()
-            for entity in frontier:
-                if len(steps) == 1:
-                    reached |= adjacency.neighbours(entity, steps[0])
-                else:
-                    reached |= set.intersection(*(adjacency.neighbours(entity, s) for s in steps))
-            frontier = reached
+            if len(steps) == 1:
+                frontier = adjacency.step_from(frontier, steps[0])
+            else:
+                frontier = {e for v in frontier for e in set.intersection(
+                    *(set(adjacency.neighbours(v, s)) for s in steps))}
         return frontier - {topic}
     columns, rows = body_groundings(adjacency, rule.body, {bound_var: topic})
     if free_var not in columns:
@@ -150,10 +163,11 @@ def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: boo
     return {row[at] for row in rows} - {topic}
 
 
-def _chain(atoms: Sequence[Atom], start: str, end: str) -> list[list[Step]] | None:
+@lru_cache(maxsize=8192)
+def _chain(atoms: tuple[Atom, ...], start: str, end: str) -> tuple[tuple[Step, ...], ...] | None:
     """The body as hops start -> v1 -> ... -> end when it is a path of distinct variables
     (each hop one or more atoms between the same two variables), else None."""
-    hops: list[list[Step]] = []
+    hops: list[tuple[Step, ...]] = []
     current, seen, remaining = start, {start}, list(atoms)
     while remaining:
         touching = [a for a in remaining if current in (a.subject, a.object)]
@@ -162,11 +176,11 @@ def _chain(atoms: Sequence[Atom], start: str, end: str) -> list[list[Step]] | No
         following = {a.object if a.subject == current else a.subject for a in touching}
         if len(following) != 1 or following & seen:
             return None
-        hops.append([Step(a.relation, a.subject != current) for a in touching])
+        hops.append(tuple(Step(a.relation, a.subject != current) for a in touching))
         remaining = [a for a in remaining if a not in touching]
         current = following.pop()
         seen.add(current)
-    return hops if current == end and hops else None
+    return tuple(hops) if current == end and hops else None
 
 
 def body_groundings(adjacency: GraphAdjacency, atoms: Sequence[Atom], binding: Mapping[str, str]
