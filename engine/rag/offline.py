@@ -59,7 +59,7 @@ DIRECT_SCORE = 1.0
 # many questions ran them through the store (a batch: reading the graph once is cheaper than
 # thousands of rule queries; FB15k-237's BRINK test split: 212 s warm before, most of it
 # those queries), for graphs of at most IN_MEMORY_MAX_TRIPLES (its memory is ~0.5 kB a triple).
-IN_MEMORY_AFTER = 3
+IN_MEMORY_AFTER = 1
 IN_MEMORY_MAX_TRIPLES = 2_000_000
 
 

@@ -187,10 +187,11 @@ def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Calla
     if not joined:
         return []
     at = [found.index(v) for v in columns]
-    rows = list({tuple(row[i] for i in at): None for row in joined})
+    # the join's rows are distinct over its variables, which are the rule's: no DISTINCT needed
+    rows = joined if at == list(range(len(found))) else [tuple(map(row.__getitem__, at)) for row in joined]
     if len(rows) > 1:
         keys = {value: order_key(value) for value in {v for row in rows for v in row}}
-        rows.sort(key=lambda row: tuple(keys[v] for v in row))
+        rows.sort(key=lambda row: tuple(map(keys.__getitem__, row)))
     names = [v.lstrip("?") for v in columns]
     return [dict(zip(names, row, strict=True)) for row in rows[:limit]]
 
