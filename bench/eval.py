@@ -104,10 +104,14 @@ def brink_eval(case: str, work: Path) -> dict[str, Any]:
 
 
 def brink_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| BRINK eval, offline (complete + incomplete) | test questions | cold s | warm s |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| {r['case']} | {r['test_questions']:,} | {r['cold_seconds']:.1f} | {r['warm_seconds']:.1f} |"
-              for r in rows]
+    lines = ["| BRINK eval, offline | test questions | cold s | warm s | incomplete: Hits@Any / F1 / HHR "
+             "| complete: Hits@Any / F1 / HHR |", "|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        by_kg = {key.split("/")[1]: m for key, m in r["metrics"]["settings"].items()}
+        cells = [" / ".join(f"{by_kg[kg][m]:.3f}" for m in ("hits_any", "f1", "hhr")) for kg in
+                 ("incomplete", "complete")]
+        lines.append(f"| {r['case']} | {r['test_questions']:,} | {r['cold_seconds']:.1f} | "
+                     f"{r['warm_seconds']:.1f} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
