@@ -130,7 +130,7 @@ def selection(selector: EmbeddingSelector, questions: dict[int, list[MetaQAQuest
               candidates: dict[int, list[list[Triple]]]) -> dict[str, Any]:
     stats: dict[str, Any] = {}
     for hops, chosen in questions.items():
-        pairs = [(q.plain_text, c) for q, c in zip(chosen, candidates[hops], strict=True) if c]
+        pairs = [(Question(q.plain_text), c) for q, c in zip(chosen, candidates[hops], strict=True) if c]
         for text, found in pairs[:WARM_UP]:
             selector.select(text, found, 10)
         row: dict[str, Any] = {}
