@@ -138,7 +138,7 @@ def enumerate_paths(
     return out
 
 
-# ---- rules, evaluated in memory (for learning; answering runs them as store queries) ------
+# ---- rules evaluated in memory (learning, calibration, a batch; one question: store queries) -
 def body_answers(adjacency: GraphAdjacency, rule: Rule, topic: str, inverse: bool) -> set[str]:
     """The other head argument of ``rule`` for every grounding of its body with the topic
     bound to the head's subject (``inverse`` False) or object (True)."""
