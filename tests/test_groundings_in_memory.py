@@ -1,11 +1,14 @@
-"""Rule groundings found on the graph in memory (what calibration and answering use when
-learning built the graph in memory) are the store's own rows, in the store's order, limit
-included, on both backends — with entity ids whose escaping in IRIs changes their order."""
+"""Rules run on the graph in memory (learning, calibration, a batch of questions) give what
+the store gives: the groundings are the store's own rows in the store's order, limit
+included, on both backends (with entity ids whose escaping in IRIs changes their order);
+rule candidates, calibration scores and a batch's answers are those of the store path."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import kgengine.brink
 import pytest
 from kgengine.loaders import read_dataset
 from kgengine.mining.groundings import HeadFilter, groundings
@@ -17,8 +20,8 @@ from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.offline import IN_MEMORY_AFTER
 from kgengine.rag.paths import GraphAdjacency, Step, body_answers, body_groundings
 from kgengine.rag.rules import bind_topic, groundings_in_memory, rule_answers_in_memory, rule_candidates
-from test_rag_offline import FAMILY_RULES
 
+FAMILY_RULES = Path(kgengine.brink.__file__).parent / "data" / "family_amie3_len3.tsv"
 # ids that sort differently raw and escaped ('%' sorts before '-', digits and letters; UTF-8)
 IDS = ["a b", "a-b", "a|c", "a~d", "a/b", "a%", "Zed", "zed", "é", "e", "x.y", "x_y", "1", "10", "9"]
 
