@@ -35,6 +35,7 @@ from pathlib import Path
 from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.fsutil import write_text_atomically
+from kgengine.mining.io import MinedRule
 from kgengine.model import Entity, Relation, Triple
 from kgengine.questions import read_training
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
@@ -195,9 +196,7 @@ class OfflineAnswerer(BaseAnswerer):
         reasoning = [] if reasoning is None else reasoning
         timings = {} if timings is None else timings
         candidates: dict[str, Candidate] = {}
-        step_rules = (self.rules.for_step(path[0])
-                      if self.rules is not None and len(path) == 1 else [])
-        use_direct = not self.rule_guided or not step_rules
+        step_rules, use_direct = self._sources(path)
         mark = time.perf_counter()
         if use_direct and path:
             result = follow_path(self.store, self.graph, topic, path, self.evidence_per_answer)
@@ -227,6 +226,12 @@ class OfflineAnswerer(BaseAnswerer):
         timings["rules_ms"] = _ms(mark)
         return candidates
 
+    def _sources(self, path: RelationPath) -> tuple[list[MinedRule], bool]:
+        """The rules run for the path (its relation's, for a one-step path) and whether its
+        direct answers are followed too (rule-guided: only where no rule applies)."""
+        step_rules = self.rules.for_step(path[0]) if self.rules is not None and len(path) == 1 else []
+        return step_rules, not self.rule_guided or not step_rules
+
     def candidate_scores(self, topic: str, step: Step) -> dict[str, tuple[bool, float]]:
         """Per candidate of the one-step path: (a direct answer, its score), as
         :meth:`candidates` gives them, without evidence; from the graph in memory when there
@@ -234,8 +239,7 @@ class OfflineAnswerer(BaseAnswerer):
         graph = self.graph_in_memory
         if graph is None:
             return {e: (c.direct, c.score) for e, c in self.candidates(topic, (step,)).items()}
-        step_rules = self.rules.for_step(step) if self.rules is not None else []
-        use_direct = not self.rule_guided or not step_rules
+        step_rules, use_direct = self._sources((step,))
         direct = set(graph.neighbours(topic, step)) - {topic} if use_direct else set()
         derived: dict[str, list[float]] = {}
         for mined in step_rules:
@@ -414,7 +418,9 @@ def _calibrate(context: MethodContext, answerer: OfflineAnswerer) -> dict[Step, 
     examples = training_examples(context.settings.train_paths, answerer.entity_linker.lookup)
     context.log(f"learning the rule-candidate cuts on {len(examples):,} training questions")
     # thousands of questions, each running every rule of its step: on the graph in memory
-    answerer.graph_in_memory = context.adjacency()
+    # (already there if learning built it; else where it fits, as for a batch)
+    if answerer.graph_in_memory is None and answerer.graph_loader is not None:
+        answerer.graph_in_memory = answerer.graph_loader()
     return calibrate(answerer, examples, progress=context.progress)
 
 

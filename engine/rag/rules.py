@@ -167,14 +167,14 @@ def rule_candidates(
 
 def rule_answers_in_memory(adjacency: GraphAdjacency, rule: Rule, answer_var: str,
                            order_key: Callable[[str], str], limit: int) -> set[str]:
-    """The answers (values of ``answer_var``) of :func:`groundings_in_memory`'s rows, without
-    building them when the limit does not cut (calibration needs the answers, not the rows);
-    ``answer_var`` without '?', as :func:`bind_topic` names it."""
-    found, joined = body_groundings(adjacency, rule.body, {})
-    if len(joined) <= limit:
-        at = found.index(f"?{answer_var}") if joined else 0
-        return {row[at] for row in joined}
-    return {row[answer_var] for row in groundings_in_memory(adjacency, rule, order_key, limit)}
+    """The answers (values of ``answer_var``) of :func:`groundings_in_memory`'s rows, sorted
+    only when the limit cuts (calibration needs the answers, not the rows); ``answer_var``
+    without '?', as :func:`bind_topic` names it."""
+    columns, rows = _rows_in_memory(adjacency, rule)
+    if len(rows) > limit:
+        rows = _store_order(rows, order_key)[:limit]
+    at = columns.index(f"?{answer_var}") if rows else 0
+    return {row[at] for row in rows}
 
 
 def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Callable[[str], str],
@@ -182,18 +182,29 @@ def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Calla
     """:func:`kgengine.mining.groundings.groundings` of the rule body (head not checked)
     computed on the graph in memory: distinct rows with variable names without '?', sorted
     as the backend's ``ORDER BY`` sorts them (``order_key``), the first ``limit``."""
+    columns, rows = _rows_in_memory(adjacency, rule)
+    names = [v.lstrip("?") for v in columns]
+    return [dict(zip(names, row, strict=True)) for row in _store_order(rows, order_key)[:limit]]
+
+
+def _rows_in_memory(adjacency: GraphAdjacency, rule: Rule) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The body's groundings with their columns in ``grounding_variables`` order (the
+    store query's). The join's rows are distinct over its variables, which are the rule's:
+    no DISTINCT pass is needed."""
     columns = grounding_variables(rule)
     found, joined = body_groundings(adjacency, rule.body, {})
     if not joined:
-        return []
+        return columns, []
     at = [found.index(v) for v in columns]
-    # the join's rows are distinct over its variables, which are the rule's: no DISTINCT needed
-    rows = joined if at == list(range(len(found))) else [tuple(map(row.__getitem__, at)) for row in joined]
+    return columns, joined if at == list(range(len(found))) else [tuple(map(row.__getitem__, at))
+                                                                  for row in joined]
+
+
+def _store_order(rows: list[tuple[str, ...]], order_key: Callable[[str], str]) -> list[tuple[str, ...]]:
     if len(rows) > 1:
         keys = {value: order_key(value) for value in {v for row in rows for v in row}}
-        rows.sort(key=lambda row: tuple(map(keys.__getitem__, row)))
-    names = [v.lstrip("?") for v in columns]
-    return [dict(zip(names, row, strict=True)) for row in rows[:limit]]
+        rows = sorted(rows, key=lambda row: tuple(map(keys.__getitem__, row)))
+    return rows
 
 
 def _ground(term: str, row: dict[str, str]) -> str:
