@@ -1,10 +1,12 @@
 """The matrix engine's vectorised passes against its general path, count by count: the head
-tables (closing atoms of every one-atom body) and the batched body sizes of path rules give
+tables (closing atoms of every one-atom body) and the batched body sizes of two- and
+three-atom path rules give
 the same numbers as one sparse computation per candidate, on random graphs with self-loops,
 pairs linked both ways and several relations per pair."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -87,3 +89,37 @@ def test_batched_body_sizes_count_as_one_by_one(seed: int, monkeypatch: pytest.M
     blocked = engine.body_sizes(rules)
     assert None in blocked
     assert all(c is None or c == engine.body_size(r) for r, c in zip(rules, blocked, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_three_atom_path_body_sizes_count_as_one_by_one(seed: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    index = KGIndex(random_graph(seed))
+    engine = MatrixEngine(index)
+    rels = index.relations[:3]
+    rules = []
+    for head in index.relations[:2]:
+        h = Atom(head, "?a", "?b")
+        for p, m, q in itertools.product(rels, repeat=3):
+            for near, middle, far in itertools.product((Atom(p, "?a", "?f"), Atom(p, "?f", "?a")),
+                                                       (Atom(m, "?f", "?g"), Atom(m, "?g", "?f")),
+                                                       (Atom(q, "?g", "?b"), Atom(q, "?b", "?g"))):
+                rules.append((h, far, near, middle))  # any body order
+        # not paths (a cycle through ?a, a branch at ?f): left to the one-by-one count
+        rules += [(h, Atom(rels[0], "?a", "?f"), Atom(rels[1], "?f", "?b"), Atom(rels[2], "?f", "?a")),
+                  (h, Atom(rels[0], "?a", "?f"), Atom(rels[1], "?f", "?b"), Atom(rels[2], "?f", "?g"))]
+    batched = engine.body_sizes(rules)
+    assert [c is None for c in batched[-2:]] == [True, True]
+    assert batched == [None if c is None else engine.body_size(r)
+                       for r, c in zip(rules, batched, strict=True)]
+    assert sum(c is not None for c in batched) == len(rules) - 4
+    for subject_side in (True, False):
+        pca = engine.body_sizes(rules, pca=True, subject_side=subject_side)
+        assert pca == [None if c is None else engine.pca_body_size(r, subject_side)
+                       for r, c in zip(rules, pca, strict=True)]
+    exact = [engine.body_size(r) for r in rules]
+    assert sum(e > 0 for e in exact) > len(rules) // 4  # the paths exist: the comparison is not vacuous
+    for e, capped in zip(exact, engine.body_sizes(rules, caps=[3] * len(rules)), strict=True):
+        assert capped is None or (capped == e if e < 3 else capped >= 3)
+    monkeypatch.setattr(matrix, "_MESSAGE_BUDGET", 0)  # no walk fits: all left to the one-by-one count
+    assert all(c is None for c in engine.body_sizes(rules))

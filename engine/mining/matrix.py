@@ -794,27 +794,30 @@ class MatrixEngine:
     def body_sizes(self, rules: Sequence[Sequence[Atom]], pca: bool = False, subject_side: bool = True,
                    caps: Sequence[int | None] | None = None) -> list[int | None]:
         """Exact body sizes (PCA body sizes with ``pca``, counted on the head's subject when
-        ``subject_side``) of rules ``r(a, b) <= near(a, x) ∧ far(x, b)`` (atoms either way
-        round), counted together: the rules that share the head and the atom at the counted
-        head variable share one walk from that variable's values, and each one's far atom is
-        one gather from there. None for the other rules (the caller counts them one by one).
-        A rule's count stops once it reaches its cap (``caps[i]``, AMIE's lazy counting): it is
-        then some value at or above the cap, as the one-by-one count's is (which value
-        depends on the blocks; any of them decides the same: the threshold is not reached)."""
+        ``subject_side``) of path rules ``r(a, b) <= near(a, x) ∧ far(x, b)`` and
+        ``r(a, b) <= near(a, x) ∧ middle(x, y) ∧ far(y, b)`` (atoms either way round, in any
+        order), counted together: the rules that share the head and the atom at the counted
+        head variable share one walk from that variable's values, and the steps after it are
+        one sparse product each, shared by the rules with the same steps so far. None for the
+        other rules (the caller counts them one by one). A rule's count stops once it reaches
+        its cap (``caps[i]``, AMIE's lazy counting): it is then some value at or above the cap,
+        as the one-by-one count's is (which value depends on the blocks; any of them decides
+        the same: the threshold is not reached)."""
         out: list[int | None] = [None] * len(rules)
         on_subject = subject_side or not pca  # body sizes count per head subject (_pair_count)
-        groups: dict[tuple[str, str, bool], list[tuple[int, Atom, str, int | None]]] = {}
+        groups: dict[tuple[str, str, bool], list[tuple[int, list[tuple[Atom, str]], int | None]]] = {}
         for i, atoms in enumerate(rules):
             path = self._path_shape(atoms)
             if path is None:
                 continue
-            at_a, at_b, x = path
             head = atoms[0]
             fixed = head.subject if on_subject else head.object
-            near, far = (at_a, at_b) if on_subject else (at_b, at_a)
+            if not on_subject:  # walked from b: the same atoms the other way along
+                path = [(atom, self._other(atom, start)) for atom, start in reversed(path)]
+            near, *steps = path
             cap = caps[i] if caps is not None else None
-            groups.setdefault((head.relation, near.relation, near.subject == fixed), []).append(
-                (i, far, x, cap))
+            groups.setdefault((head.relation, near[0].relation, near[0].subject == fixed), []).append(
+                (i, steps, cap))
         for (head_relation, near_relation, forward), members in groups.items():
             counts = self._path_group(head_relation, near_relation, forward, on_subject, members, pca)
             if counts is None:
@@ -823,10 +826,10 @@ class MatrixEngine:
                 out[i] = count
         return out
 
-    def _path_shape(self, atoms: Sequence[Atom]) -> tuple[Atom, Atom, str] | None:
-        """(atom at the head's subject, atom at its object, path variable) of a two-atom path
-        body between the two head variables, or None."""
-        if len(atoms) != 3:
+    def _path_shape(self, atoms: Sequence[Atom]) -> list[tuple[Atom, str]] | None:
+        """The body of a two- or three-atom path from the head's subject to its object, as
+        (atom, the variable it is entered from) in path order; None for any other rule."""
+        if len(atoms) not in (3, 4):
             return None
         head, *body = atoms
         a, b = head.subject, head.object
@@ -837,21 +840,25 @@ class MatrixEngine:
             if (not all(is_variable(t) for t in atom.terms) or atom.subject == atom.object
                     or atom.relation not in known):
                 return None
-        at_a = [atom for atom in body if a in atom.terms and b not in atom.terms]
-        at_b = [atom for atom in body if b in atom.terms and a not in atom.terms]
-        if len(at_a) != 1 or len(at_b) != 1:
-            return None
-        x = at_a[0].object if at_a[0].subject == a else at_a[0].subject
-        if x not in at_b[0].terms:
-            return None
-        return at_a[0], at_b[0], x
+        path, at, rest = [], a, list(body)
+        while rest:
+            step = [atom for atom in rest if at in atom.terms]
+            if len(step) != 1:
+                return None
+            path.append((step[0], at))
+            rest.remove(step[0])
+            at = self._other(step[0], at)
+            if (at == b) != (not rest) or at == a:
+                return None
+        return path
 
     def _path_group(self, head_relation: str, near_relation: str, forward: bool, on_subject: bool,
-                    members: list[tuple[int, Atom, str, int | None]], pca: bool) -> list[int] | None:
-        """Per member, the distinct (fixed, other) pairs joined by near(fixed, x) ∧ far(x,
-        other) (``forward``: near's subject is the fixed variable): the fixed variable's
-        values are the near atom's (those with a head fact at that end with ``pca``), walked
-        in blocks whose messages stay within the budget; None when one value passes it."""
+                    members: list[tuple[int, list[tuple[Atom, str]], int | None]],
+                    pca: bool) -> list[int] | None:
+        """Per member, the distinct (fixed, other) pairs joined by near(fixed, x) and its steps
+        (``forward``: near's subject is the fixed variable): the fixed variable's values are
+        the near atom's (those with a head fact at that end with ``pca``), walked in blocks
+        whose messages stay within the budget; None when one value passes it."""
         idx = self.index
         near = idx.adjacency(idx.relation(near_relation), forward)
         values = near.domain
@@ -859,7 +866,10 @@ class MatrixEngine:
             head_rel = idx.relation(head_relation)
             head_adj = idx.fwd[head_rel] if on_subject else idx.bwd[head_rel]
             values = values[head_adj.degrees(values) > 0]
-        fars = [idx.adjacency(idx.relation(far.relation), far.subject == x) for _, far, x, _ in members]
+        steps = [tuple(idx.adjacency(idx.relation(atom.relation), atom.subject == start)
+                       for atom, start in member_steps) for _, member_steps, _ in members]
+        keys = [tuple((atom.relation, atom.subject == start) for atom, start in member_steps)
+                for _, member_steps, _ in members]
         caps = [cap for *_, cap in members]
         counts = [0] * len(members)
         active = list(range(len(members)))
@@ -874,15 +884,24 @@ class MatrixEngine:
             stop = min(stop, start + _CHUNK_ROWS)  # blocks as _pair_count's: a capped count stops early
             block = values[start:stop]
             start = stop
-            gathered = gather_rows(near.matrix, near.positions(block))  # block x values of x
+            # block x values after each prefix of steps, shared by the members that take it
+            reached: dict[tuple[tuple[str, bool], ...], sp.csr_matrix] = {
+                (): gather_rows(near.matrix, near.positions(block))}
             for j in list(active):
-                far = fars[j]
-                pos = far.positions(gathered.indices.astype(np.int64))
-                if int((far.matrix.indptr[pos + 1] - far.matrix.indptr[pos]).sum()) > _MESSAGE_BUDGET \
-                        and len(block) > 1:
-                    return None  # a hub on the path: the one-by-one count blocks it
-                # the product's non-zeros are the distinct (fixed, other) pairs of the block
-                counts[j] += far.times(gathered).nnz
+                last = len(keys[j])
+                for k in range(1, last + 1):
+                    if k < last and keys[j][:k] in reached:
+                        continue
+                    message, step = reached[keys[j][:k - 1]], steps[j][k - 1]
+                    pos = step.positions(message.indices.astype(np.int64))
+                    if int((step.matrix.indptr[pos + 1] - step.matrix.indptr[pos]).sum()) > _MESSAGE_BUDGET \
+                            and len(block) > 1:
+                        return None  # a hub on the path: the one-by-one count blocks it
+                    product = step.times(message)
+                    if k < last:
+                        reached[keys[j][:k]] = _binarise(product)
+                # the last product's non-zeros are the distinct (fixed, other) pairs of the block
+                counts[j] += product.nnz
                 if caps[j] is not None and counts[j] >= caps[j]:
                     active.remove(j)
         return counts
