@@ -1,8 +1,7 @@
 """The matrix engine's vectorised passes against its general path, count by count: the head
 tables (closing atoms of every one-atom body) and the batched body sizes of two- and
-three-atom path rules give
-the same numbers as one sparse computation per candidate, on random graphs with self-loops,
-pairs linked both ways and several relations per pair."""
+three-atom path rules give the same numbers as one sparse computation per candidate, on
+random graphs with self-loops, pairs linked both ways and several relations per pair."""
 
 from __future__ import annotations
 

@@ -866,8 +866,7 @@ class MatrixEngine:
             head_rel = idx.relation(head_relation)
             head_adj = idx.fwd[head_rel] if on_subject else idx.bwd[head_rel]
             values = values[head_adj.degrees(values) > 0]
-        steps = [tuple(idx.adjacency(idx.relation(atom.relation), atom.subject == start)
-                       for atom, start in member_steps) for _, member_steps, _ in members]
+        # each member's steps as (relation, forward): a prefix of them names the values it reaches
         keys = [tuple((atom.relation, atom.subject == start) for atom, start in member_steps)
                 for _, member_steps, _ in members]
         caps = [cap for *_, cap in members]
@@ -892,7 +891,8 @@ class MatrixEngine:
                 for k in range(1, last + 1):
                     if k < last and keys[j][:k] in reached:
                         continue
-                    message, step = reached[keys[j][:k - 1]], steps[j][k - 1]
+                    relation, along = keys[j][k - 1]
+                    message, step = reached[keys[j][:k - 1]], idx.adjacency(idx.relation(relation), along)
                     pos = step.positions(message.indices.astype(np.int64))
                     if int((step.matrix.indptr[pos + 1] - step.matrix.indptr[pos]).sum()) > _MESSAGE_BUDGET \
                             and len(block) > 1:
