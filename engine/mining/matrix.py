@@ -32,6 +32,7 @@ from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
+from kgengine.mining.chains import Chain, ChainCounter, chains_of
 from kgengine.mining.counting import FRESH
 from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, is_variable
@@ -565,6 +566,7 @@ class MatrixEngine:
     def __init__(self, index: KGIndex) -> None:
         self.index = index
         self._tables: dict[tuple[str, str], np.ndarray | None] = {}
+        self._chain_counter: ChainCounter | None = None
 
     # -- protocol ------------------------------------------------------------------------------
     def relation_stats(self) -> dict[str, RelationStats]:
@@ -580,8 +582,10 @@ class MatrixEngine:
         rest = list(range(len(shapes)))
         if len(atoms) == 2:  # closing atoms of every one-atom body: from the head's tables
             rest = [i for i in rest if not self._from_head_tables(atoms, shapes[i], min_support, totals, i)]
-            if not rest:
-                return totals
+        # closing atoms between the ends of two chains (three-hop paths and the like): compiled
+        rest = self._from_chains(atoms, shapes, rest, min_support, totals)
+        if not rest:
+            return totals
         shapes = [shapes[i] for i in rest]
         for i, found in zip(rest, self._refinement_counts(atoms, shapes, min_support), strict=True):
             totals[i] = found
@@ -668,6 +672,32 @@ class MatrixEngine:
         found = np.nonzero(counts >= max(min_support, 1))[0]
         totals[i] = {self.index.relations[q]: int(counts[q]) for q in found}
         return True
+
+    def _from_chains(self, atoms: Sequence[Atom], shapes: Sequence[tuple[str, str]], rest: list[int],
+                     min_support: int, totals: list[dict[str, int]]) -> list[int]:
+        """Counts of the shapes ``rest`` that close a body of two chains (``kgengine.mining.
+        chains``) into ``totals``, both directions of a pair in one pass; the others."""
+        left: list[int] = []
+        done: dict[frozenset[str], tuple[tuple[str, str], np.ndarray] | None] = {}
+        for i in rest:
+            shape = shapes[i]
+            key = frozenset(shape)
+            if key not in done:
+                chains = chains_of(atoms, shape, self.index.relation_ids)
+                done[key] = None if chains is None else (shape, self._chain_counts(atoms[0], *chains))
+            if done[key] is None:
+                left.append(i)
+                continue
+            first, counts = done[key]
+            row = counts[0 if shape == first else 1]
+            found = np.nonzero(row >= max(min_support, 1))[0]
+            totals[i] = {self.index.relations[r]: int(row[r]) for r in found}
+        return left
+
+    def _chain_counts(self, head: Atom, u: Chain, v: Chain) -> np.ndarray:
+        if self._chain_counter is None:
+            self._chain_counter = ChainCounter(self.index.arrays())
+        return self._chain_counter.counts(self.index.relation(head.relation), u, v)
 
     def _head_table(self, relation: str, kind: str, min_support: int) -> np.ndarray | None:
         """The head's ``paths`` or ``pairs`` table (kept for the head being mined: the search

@@ -1,0 +1,160 @@
+"""The compiled kernel of ``kgengine.mining.chains`` (numba; imported on first use, so that
+runs which never count such a rule do not pay numba's start-up). numba caches the compiled
+code on disk."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def neighbours(domain, domain_off, indptr, indices, fact_off, rel, entity):
+    """(start, stop) into ``indices`` of the entity's neighbours under ``rel`` (the index's
+    flat per-relation CSR arrays of one direction); (0, 0) outside the relation's domain."""
+    d0 = domain_off[rel]
+    lo, hi = d0, domain_off[rel + 1]
+    while lo < hi:  # binary search (numba's np.searchsorted boxes a scalar needle: ~10x slower)
+        mid = (lo + hi) >> 1
+        if domain[mid] < entity:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == domain_off[rel + 1] or domain[lo] != entity:
+        return 0, 0
+    row = lo + 2 * rel  # each relation's indptr has its domain's size + 2 entries
+    base = fact_off[rel]
+    return base + indptr[row], base + indptr[row + 1]
+
+
+@njit(cache=True, nogil=True)
+def chain_values(start, rels, fwd, fwd_arrays, bwd_arrays, stamps, tag, out, spare):
+    """The distinct values at the end of the chain from ``start`` into ``out``; their count.
+    ``stamps[level]`` marks what level ``level`` holds already (value == ``tag``)."""
+    out[0] = start
+    size = 1
+    for level in range(len(rels)):
+        if size == 0:
+            return 0
+        arrays = fwd_arrays if fwd[level] else bwd_arrays
+        domain, domain_off, indptr, indices, fact_off = arrays
+        mark = stamps[level]
+        found = 0
+        for k in range(size):
+            lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, rels[level], out[k])
+            for j in range(lo, hi):
+                z = indices[j]
+                if mark[z] != tag:
+                    mark[z] = tag
+                    spare[found] = z
+                    found += 1
+        out[:found] = spare[:found]
+        size = found
+    return size
+
+
+@njit(cache=True, nogil=True)
+def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
+                    fwd_arrays, bwd_arrays, any_fwd, any_bwd, pair_rel_indptr, pair_rel_indices,
+                    nrel, stamps_u, stamps_v, member_u, member_v, seen, tag0,
+                    buf_u, buf_v, spare):
+    """counts[0, r]: head facts with some r(u, v), u in U and v in V; counts[1, r]: r(v, u)."""
+    counts = np.zeros((2, nrel), dtype=np.int64)
+    any_fwd_indptr, any_fwd_indices, any_fwd_data = any_fwd
+    any_bwd_indptr, any_bwd_indices, any_bwd_data = any_bwd
+    for i in range(heads.shape[0]):
+        tag = tag0 + i
+        nu = chain_values(heads[i, start_u], rels_u, fwd_u, fwd_arrays, bwd_arrays, stamps_u, tag, buf_u, spare)
+        if nu == 0:
+            continue
+        nv = chain_values(heads[i, start_v], rels_v, fwd_v, fwd_arrays, bwd_arrays, stamps_v, tag, buf_v, spare)
+        if nv == 0:
+            continue
+        cost_u = 0
+        for k in range(nu):
+            e = buf_u[k]
+            cost_u += any_fwd_indptr[e + 1] - any_fwd_indptr[e] + any_bwd_indptr[e + 1] - any_bwd_indptr[e]
+        cost_v = 0
+        for k in range(nv):
+            e = buf_v[k]
+            cost_v += any_fwd_indptr[e + 1] - any_fwd_indptr[e] + any_bwd_indptr[e + 1] - any_bwd_indptr[e]
+        # walk the side with fewer linked pairs; the other is tested on its member stamp
+        walk_u = cost_u <= cost_v
+        walked, size, member = (buf_u, nu, member_v) if walk_u else (buf_v, nv, member_u)
+        targets = buf_v if walk_u else buf_u
+        for k in range(nv if walk_u else nu):
+            member[targets[k]] = tag
+        for k in range(size):
+            w = walked[k]
+            # w -> z pairs: r(u, v) when walking U; z -> w pairs: the other direction
+            for direction in range(2):
+                if direction == 0:
+                    lo, hi = any_fwd_indptr[w], any_fwd_indptr[w + 1]
+                    nbrs, data = any_fwd_indices, any_fwd_data
+                else:
+                    lo, hi = any_bwd_indptr[w], any_bwd_indptr[w + 1]
+                    nbrs, data = any_bwd_indices, any_bwd_data
+                slot = direction if walk_u else 1 - direction
+                for j in range(lo, hi):
+                    if member[nbrs[j]] != tag:
+                        continue
+                    pair = data[j] - 1
+                    for p in range(pair_rel_indptr[pair], pair_rel_indptr[pair + 1]):
+                        cell = slot * nrel + pair_rel_indices[p]
+                        if seen[cell] != tag:
+                            seen[cell] = tag
+                            counts[slot, pair_rel_indices[p]] += 1
+    return counts
+
+
+@njit(cache=True, nogil=True)
+def chain_table(heads, start, rel, forward, fwd_arrays, bwd_arrays, any_fwd, any_bwd,
+                pair_rel_indptr, pair_rel_indices, nrel, near_out, near_in, pair_out, pair_in, seen, tag0):
+    """table[m, l]: head facts (e, e') with some path e -rel- x -m- y -l- e' (e in column
+    ``start``); m = 2q for q(x, y), 2q + 1 for q(y, x); l = 2s for s(y, e'), 2s + 1 for s(e', y).
+    Per fact: the neighbours y of e' are marked once (with their pairs' positions), then the
+    neighbours of every x are tested on the marks."""
+    c = 2 * nrel
+    table = np.zeros(c * c, dtype=np.int64)
+    domain, domain_off, indptr, indices, fact_off = fwd_arrays if forward else bwd_arrays
+    fwd_indptr, fwd_indices, fwd_data = any_fwd
+    bwd_indptr, bwd_indices, bwd_data = any_bwd
+    for i in range(heads.shape[0]):
+        tag = tag0 + i
+        e, other = heads[i, start], heads[i, 1 - start]
+        lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, rel, e)
+        if lo == hi:
+            continue
+        for j in range(fwd_indptr[other], fwd_indptr[other + 1]):  # pairs (e', y): codes 2s + 1
+            near_out[fwd_indices[j]] = tag
+            pair_out[fwd_indices[j]] = fwd_data[j] - 1
+        for j in range(bwd_indptr[other], bwd_indptr[other + 1]):  # pairs (y, e'): codes 2s
+            near_in[bwd_indices[j]] = tag
+            pair_in[bwd_indices[j]] = bwd_data[j] - 1
+        for k in range(lo, hi):
+            x = indices[k]
+            for direction in range(2):  # pairs (x, y): codes 2q; pairs (y, x): codes 2q + 1
+                if direction == 0:
+                    ys, data, j0, j1 = fwd_indices, fwd_data, fwd_indptr[x], fwd_indptr[x + 1]
+                else:
+                    ys, data, j0, j1 = bwd_indices, bwd_data, bwd_indptr[x], bwd_indptr[x + 1]
+                for j in range(j0, j1):
+                    y = ys[j]
+                    out, into = near_out[y] == tag, near_in[y] == tag
+                    if not (out or into):
+                        continue
+                    pair = data[j] - 1
+                    for p in range(pair_rel_indptr[pair], pair_rel_indptr[pair + 1]):
+                        row = (2 * pair_rel_indices[p] + direction) * c
+                        for side in range(2):
+                            if side == 0 and not into:
+                                continue
+                            if side == 1 and not out:
+                                continue
+                            last = pair_in[y] if side == 0 else pair_out[y]
+                            for t in range(pair_rel_indptr[last], pair_rel_indptr[last + 1]):
+                                cell = row + 2 * pair_rel_indices[t] + side
+                                if seen[cell] != tag:
+                                    seen[cell] = tag
+                                    table[cell] += 1
+    return table.reshape(c, c)
