@@ -1,6 +1,7 @@
 """The compiled kernel of ``kgengine.mining.chains`` (numba; imported on first use, so that
 runs which never count such a rule do not pay numba's start-up). numba caches the compiled
-code on disk."""
+code on disk. The functions take the index's flat arrays as they are (no type hints: numba
+types them from the call)."""
 
 from __future__ import annotations
 
@@ -64,10 +65,12 @@ def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
     any_bwd_indptr, any_bwd_indices, any_bwd_data = any_bwd
     for i in range(heads.shape[0]):
         tag = tag0 + i
-        nu = chain_values(heads[i, start_u], rels_u, fwd_u, fwd_arrays, bwd_arrays, stamps_u, tag, buf_u, spare)
+        nu = chain_values(heads[i, start_u], rels_u, fwd_u, fwd_arrays, bwd_arrays,
+                          stamps_u, tag, buf_u, spare)
         if nu == 0:
             continue
-        nv = chain_values(heads[i, start_v], rels_v, fwd_v, fwd_arrays, bwd_arrays, stamps_v, tag, buf_v, spare)
+        nv = chain_values(heads[i, start_v], rels_v, fwd_v, fwd_arrays, bwd_arrays,
+                          stamps_v, tag, buf_v, spare)
         if nv == 0:
             continue
         cost_u = 0
