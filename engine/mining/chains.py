@@ -105,28 +105,37 @@ class ChainCounter:
         self._levels = 0
         self._tag = 0
         self._scratch: dict[str, np.ndarray] = {}
+        self._table_scratch: dict[str, np.ndarray] = {}
         self._head = -1
         self._heads = np.zeros((0, 2), dtype=np.int64)
         self._tables: dict[tuple[int, int, bool], np.ndarray] = {}
 
     def _space(self, levels: int) -> dict[str, np.ndarray]:
-        if levels > self._levels or not self._scratch:
+        """Scratch of the one-by-one count (the stamps of chains of up to ``levels`` steps)."""
+        if levels > self._levels:
             n = max(self.n, 1)
-            self._levels = max(levels, 1)
+            self._levels = levels
             self._scratch = {
-                **{name: np.full(n, -1, dtype=np.int64)
-                   for name in ("member_u", "member_v", "near_out", "near_in", "pair_out", "pair_in")},
-                "stamps_u": np.full((self._levels, n), -1, dtype=np.int64),
-                "stamps_v": np.full((self._levels, n), -1, dtype=np.int64),
-                "seen": np.full(2 * max(self.nrel, 1), -1, dtype=np.int64),
-                "cells": np.full(4 * max(self.nrel, 1) ** 2, -1, dtype=np.int64),
-                "buf_u": np.zeros(n, dtype=np.int64), "buf_v": np.zeros(n, dtype=np.int64),
-                "spare": np.zeros(n, dtype=np.int64)}
-            self._tag = 0
+                "stamps_u": np.full((levels, n), -1, dtype=np.int64),
+                "stamps_v": np.full((levels, n), -1, dtype=np.int64),
+                **{name: np.full(n, -1, dtype=np.int64) for name in ("member_u", "member_v")},
+                **{name: np.zeros(n, dtype=np.int64) for name in ("buf_u", "buf_v", "spare")},
+                "seen": np.full(2 * max(self.nrel, 1), -1, dtype=np.int64)}
         return self._scratch
 
+    def _table_space(self) -> dict[str, np.ndarray]:
+        """Scratch of the chain tables (allocated apart: a run may use only one of the two)."""
+        if not self._table_scratch:
+            n = max(self.n, 1)
+            self._table_scratch = {
+                **{name: np.full(n, -1, dtype=np.int64)
+                   for name in ("near_out", "near_in", "pair_out", "pair_in")},
+                "cells": np.full(4 * max(self.nrel, 1) ** 2, -1, dtype=np.int64)}
+        return self._table_scratch
+
     def _tags(self) -> int:
-        """The first of the head facts' tags for one call."""
+        """The first of the head facts' tags for one call (never reused: a stamp equal to the
+        current tag was set by this call)."""
         tag0 = self._tag
         self._tag += len(self._heads)
         return tag0
@@ -155,7 +164,7 @@ class ChainCounter:
             last = 2 * far.relations[0] + far.forward[0]  # y-e': s(e', y) is 2s + 1
             found = np.stack([table[0::2, last], table[1::2, last]])  # m(x, y), m(y, x)
             return found[::-1] if cached else found
-        s = self._space(max(len(u.relations), len(v.relations)))
+        s = self._space(max(len(u.relations), len(v.relations), 1))
         from kgengine.mining.chain_kernel import closing_counts
 
         return closing_counts(
@@ -168,7 +177,7 @@ class ChainCounter:
     def _table(self, start: int, relation: int, forward: bool) -> np.ndarray:
         key = (start, relation, forward)
         if key not in self._tables:
-            s = self._space(1)
+            s = self._table_space()
             from kgengine.mining.chain_kernel import chain_table
 
             if len(self._tables) * s["cells"].nbytes >= _TABLE_BUDGET:
