@@ -55,6 +55,16 @@ def chain_values(start, rels, fwd, fwd_arrays, bwd_arrays, stamps, tag, out, spa
 
 
 @njit(cache=True, nogil=True)
+def linked_pairs(values, size, fwd_indptr, bwd_indptr):
+    """Linked pairs the first ``size`` values are in, either way (the cost of walking them)."""
+    total = 0
+    for k in range(size):
+        e = values[k]
+        total += fwd_indptr[e + 1] - fwd_indptr[e] + bwd_indptr[e + 1] - bwd_indptr[e]
+    return total
+
+
+@njit(cache=True, nogil=True)
 def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
                     fwd_arrays, bwd_arrays, any_fwd, any_bwd, pair_rel_indptr, pair_rel_indices,
                     nrel, stamps_u, stamps_v, member_u, member_v, seen, tag0,
@@ -73,16 +83,9 @@ def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
                           stamps_v, tag, buf_v, spare)
         if nv == 0:
             continue
-        cost_u = 0
-        for k in range(nu):
-            e = buf_u[k]
-            cost_u += any_fwd_indptr[e + 1] - any_fwd_indptr[e] + any_bwd_indptr[e + 1] - any_bwd_indptr[e]
-        cost_v = 0
-        for k in range(nv):
-            e = buf_v[k]
-            cost_v += any_fwd_indptr[e + 1] - any_fwd_indptr[e] + any_bwd_indptr[e + 1] - any_bwd_indptr[e]
         # walk the side with fewer linked pairs; the other is tested on its member stamp
-        walk_u = cost_u <= cost_v
+        walk_u = (linked_pairs(buf_u, nu, any_fwd_indptr, any_bwd_indptr)
+                  <= linked_pairs(buf_v, nv, any_fwd_indptr, any_bwd_indptr))
         walked, size, member = (buf_u, nu, member_v) if walk_u else (buf_v, nv, member_u)
         targets = buf_v if walk_u else buf_u
         for k in range(nv if walk_u else nu):

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from kgengine.mining.counting import FRESH
 from kgengine.mining.rules import Atom, is_variable
+
+if TYPE_CHECKING:
+    from kgengine.mining.matrix import KGIndex
 
 
 @dataclass(frozen=True)
@@ -92,15 +96,17 @@ class ChainCounter:
     head facts), which the other rules through that step share; other rules are counted one
     by one (``closing_counts``)."""
 
-    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
-        self.n, self.nrel = int(arrays["shape"][0]), int(arrays["shape"][1])
-        self._fact_keys, self._fact_off = arrays["fact_keys"], arrays["fact_off"]
-        self._fwd = tuple(arrays[k] for k in ("fwd_domain", "fwd_domain_off", "fwd_indptr", "fwd_indices",
-                                               "fact_off"))
-        self._bwd = tuple(arrays[k] for k in ("bwd_domain", "bwd_domain_off", "bwd_indptr", "bwd_indices",
-                                               "fact_off"))
-        self._any_fwd = tuple(arrays[f"any_fwd_{k}"] for k in ("indptr", "indices", "data"))
-        self._any_bwd = tuple(arrays[f"any_bwd_{k}"] for k in ("indptr", "indices", "data"))
+    def __init__(self, index: KGIndex) -> None:
+        arrays = index.arrays()
+        self.index = index
+        self.n, self.nrel = index.n, len(index.relations)
+        # each direction's per-relation CSR arrays, as chain_kernel.neighbours reads them
+        csr = ("domain", "domain_off", "indptr", "indices")
+        self._fwd, self._bwd = (tuple(arrays[f"{side}_{k}"] for k in csr) + (arrays["fact_off"],)
+                                for side in ("fwd", "bwd"))
+        any_csr = ("indptr", "indices", "data")
+        self._any_fwd, self._any_bwd = (tuple(arrays[f"any_{side}_{k}"] for k in any_csr)
+                                        for side in ("fwd", "bwd"))
         self._pair_rel = (arrays["pair_rel_indptr"], arrays["pair_rel_indices"])
         self._levels = 0
         self._tag = 0
@@ -142,8 +148,7 @@ class ChainCounter:
 
     def _use_head(self, head: int) -> None:
         if head != self._head:
-            keys = self._fact_keys[self._fact_off[head] : self._fact_off[head + 1]]
-            self._head, self._heads = head, np.stack([keys // self.n, keys % self.n], axis=1)
+            self._head, self._heads = head, np.stack(self.index.facts_of(head), axis=1)
             self._tables.clear()
 
     def counts(self, head: int, u: Chain, v: Chain) -> np.ndarray:

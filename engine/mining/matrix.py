@@ -696,7 +696,7 @@ class MatrixEngine:
 
     def _chain_counts(self, head: Atom, u: Chain, v: Chain) -> np.ndarray:
         if self._chain_counter is None:
-            self._chain_counter = ChainCounter(self.index.arrays())
+            self._chain_counter = ChainCounter(self.index)
         return self._chain_counter.counts(self.index.relation(head.relation), u, v)
 
     def _head_table(self, relation: str, kind: str, min_support: int) -> np.ndarray | None:
