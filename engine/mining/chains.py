@@ -19,14 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from kgengine.mining.counting import FRESH
 from kgengine.mining.rules import Atom, is_variable
 
-if TYPE_CHECKING:
-    from kgengine.mining.matrix import KGIndex
+
+class ChainIndex(Protocol):
+    """What the counter reads of an index (``kgengine.mining.matrix.KGIndex``, which imports
+    this module: a protocol here keeps the import one way)."""
+
+    n: int
+    relations: list[str]
+
+    def arrays(self) -> dict[str, np.ndarray]: ...
+
+    def facts_of(self, relation: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,7 @@ class ChainCounter:
     head facts), which the other rules through that step share; other rules are counted one
     by one (``closing_counts``)."""
 
-    def __init__(self, index: KGIndex) -> None:
+    def __init__(self, index: ChainIndex) -> None:
         arrays = index.arrays()
         self.index = index
         self.n, self.nrel = index.n, len(index.relations)
