@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 import pytest
-from kgengine.mining import matrix
+from kgengine.mining import chains, matrix
 from kgengine.mining.chains import Chain, chains_of
 from kgengine.mining.counting import FRESH
 from kgengine.mining.matrix import KGIndex, MatrixEngine
@@ -154,8 +154,12 @@ def chain_rules(relations: list[str], head: str) -> list[tuple[tuple[Atom, ...],
     return out
 
 
+@pytest.mark.parametrize("search_ratio", [0, chains.SEARCH_RATIO, 1 << 40])
 @pytest.mark.parametrize("seed", range(6))
-def test_chain_closing_atoms_count_as_the_general_path(seed: int) -> None:
+def test_chain_closing_atoms_count_as_the_general_path(seed: int, search_ratio: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # ratio 0: every x of a chain table searched for the other end's neighbours; huge: walked
+    monkeypatch.setattr(chains, "SEARCH_RATIO", search_ratio)
     index = KGIndex(random_graph(seed, entities=12, facts=110))
     engine = MatrixEngine(index)
     nonzero = 0

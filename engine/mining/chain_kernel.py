@@ -114,12 +114,47 @@ def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
 
 
 @njit(cache=True, nogil=True)
+def find(indices, lo, hi, value):
+    """Position of ``value`` in the sorted ``indices[lo:hi]``; -1 when absent."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if indices[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < end and indices[lo] == value else -1
+
+
+@njit(cache=True, nogil=True)
+def _mark_cells(table, seen, tag, c, y, pair, direction, near_out, near_in, pair_out, pair_in,
+                pair_rel_indptr, pair_rel_indices):
+    """Every (m, l) cell of one x-y pair (``pair``, ``direction`` 0: (x, y)) with y-e'."""
+    out, into = near_out[y] == tag, near_in[y] == tag
+    for p in range(pair_rel_indptr[pair], pair_rel_indptr[pair + 1]):
+        row = (2 * pair_rel_indices[p] + direction) * c
+        for side in range(2):
+            if side == 0 and not into:
+                continue
+            if side == 1 and not out:
+                continue
+            last = pair_in[y] if side == 0 else pair_out[y]
+            for t in range(pair_rel_indptr[last], pair_rel_indptr[last + 1]):
+                cell = row + 2 * pair_rel_indices[t] + side
+                if seen[cell] != tag:
+                    seen[cell] = tag
+                    table[cell] += 1
+
+
+@njit(cache=True, nogil=True)
 def chain_table(heads, start, rel, forward, fwd_arrays, bwd_arrays, any_fwd, any_bwd,
-                pair_rel_indptr, pair_rel_indices, nrel, near_out, near_in, pair_out, pair_in, seen, tag0):
+                pair_rel_indptr, pair_rel_indices, nrel, near_out, near_in, pair_out, pair_in, seen,
+                near_list, tag0, search_ratio):
     """table[m, l]: head facts (e, e') with some path e -rel- x -m- y -l- e' (e in column
     ``start``); m = 2q for q(x, y), 2q + 1 for q(y, x); l = 2s for s(y, e'), 2s + 1 for s(e', y).
     Per fact: the neighbours y of e' are marked once (with their pairs' positions), then the
-    neighbours of every x are tested on the marks."""
+    neighbours of every x are tested on the marks, or, for an x with far more neighbours than
+    e' (``search_ratio`` times more), each y is looked up among x's: the same pairs either way."""
     c = 2 * nrel
     table = np.zeros(c * c, dtype=np.int64)
     domain, domain_off, indptr, indices, fact_off = fwd_arrays if forward else bwd_arrays
@@ -131,36 +166,42 @@ def chain_table(heads, start, rel, forward, fwd_arrays, bwd_arrays, any_fwd, any
         lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, rel, e)
         if lo == hi:
             continue
+        listed = 0  # e''s distinct neighbours, for the searched x
         for j in range(fwd_indptr[other], fwd_indptr[other + 1]):  # pairs (e', y): codes 2s + 1
             near_out[fwd_indices[j]] = tag
             pair_out[fwd_indices[j]] = fwd_data[j] - 1
+            near_list[listed] = fwd_indices[j]
+            listed += 1
         for j in range(bwd_indptr[other], bwd_indptr[other + 1]):  # pairs (y, e'): codes 2s
-            near_in[bwd_indices[j]] = tag
-            pair_in[bwd_indices[j]] = bwd_data[j] - 1
+            y = bwd_indices[j]
+            if near_out[y] != tag and near_in[y] != tag:
+                near_list[listed] = y
+                listed += 1
+            near_in[y] = tag
+            pair_in[y] = bwd_data[j] - 1
         for k in range(lo, hi):
             x = indices[k]
-            for direction in range(2):  # pairs (x, y): codes 2q; pairs (y, x): codes 2q + 1
-                if direction == 0:
-                    ys, data, j0, j1 = fwd_indices, fwd_data, fwd_indptr[x], fwd_indptr[x + 1]
-                else:
-                    ys, data, j0, j1 = bwd_indices, bwd_data, bwd_indptr[x], bwd_indptr[x + 1]
-                for j in range(j0, j1):
-                    y = ys[j]
-                    out, into = near_out[y] == tag, near_in[y] == tag
-                    if not (out or into):
-                        continue
-                    pair = data[j] - 1
-                    for p in range(pair_rel_indptr[pair], pair_rel_indptr[pair + 1]):
-                        row = (2 * pair_rel_indices[p] + direction) * c
-                        for side in range(2):
-                            if side == 0 and not into:
-                                continue
-                            if side == 1 and not out:
-                                continue
-                            last = pair_in[y] if side == 0 else pair_out[y]
-                            for t in range(pair_rel_indptr[last], pair_rel_indptr[last + 1]):
-                                cell = row + 2 * pair_rel_indices[t] + side
-                                if seen[cell] != tag:
-                                    seen[cell] = tag
-                                    table[cell] += 1
+            f0, f1, b0, b1 = fwd_indptr[x], fwd_indptr[x + 1], bwd_indptr[x], bwd_indptr[x + 1]
+            if (f1 - f0) + (b1 - b0) > search_ratio * listed:
+                for t in range(listed):
+                    y = near_list[t]
+                    j = find(fwd_indices, f0, f1, y)
+                    if j >= 0:  # pairs (x, y): codes 2q
+                        _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
+                                    pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                    j = find(bwd_indices, b0, b1, y)
+                    if j >= 0:  # pairs (y, x): codes 2q + 1
+                        _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
+                                    pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                continue
+            for j in range(f0, f1):
+                y = fwd_indices[j]
+                if near_out[y] == tag or near_in[y] == tag:
+                    _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
+                                pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+            for j in range(b0, b1):
+                y = bwd_indices[j]
+                if near_out[y] == tag or near_in[y] == tag:
+                    _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
+                                pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
     return table.reshape(c, c)

@@ -89,6 +89,10 @@ def chains_of(atoms: Sequence[Atom], shape: tuple[str, str], relation_ids: dict[
     return chains[0], chains[1]
 
 
+# an x on a chain table's path with this many times more neighbours than the head fact's other
+# end has is searched for that end's neighbours (a binary search each) instead of walked: a hub
+# such as a country or a gender
+SEARCH_RATIO = 16
 # tables kept per head relation (the search asks for one head's rules at a time), in bytes
 _TABLE_BUDGET = 128 << 20
 
@@ -117,6 +121,7 @@ class ChainCounter:
         self._any_fwd, self._any_bwd = (tuple(arrays[f"any_{side}_{k}"] for k in any_csr)
                                         for side in ("fwd", "bwd"))
         self._pair_rel = (arrays["pair_rel_indptr"], arrays["pair_rel_indices"])
+        self.search_ratio = SEARCH_RATIO
         self._levels = 0
         self._tag = 0
         self._scratch: dict[str, np.ndarray] = {}
@@ -145,7 +150,8 @@ class ChainCounter:
             self._table_scratch = {
                 **{name: np.full(n, -1, dtype=np.int64)
                    for name in ("near_out", "near_in", "pair_out", "pair_in")},
-                "cells": np.full(4 * max(self.nrel, 1) ** 2, -1, dtype=np.int64)}
+                "cells": np.full(4 * max(self.nrel, 1) ** 2, -1, dtype=np.int64),
+                "near_list": np.zeros(n, dtype=np.int64)}
         return self._table_scratch
 
     def _tags(self) -> int:
@@ -199,5 +205,5 @@ class ChainCounter:
             self._tables[key] = chain_table(
                 self._heads, start, relation, forward, self._fwd, self._bwd, self._any_fwd, self._any_bwd,
                 *self._pair_rel, self.nrel, s["near_out"], s["near_in"], s["pair_out"], s["pair_in"],
-                s["cells"], self._tags())
+                s["cells"], s["near_list"], self._tags(), self.search_ratio)
         return self._tables[key]

@@ -888,7 +888,11 @@ class MatrixEngine:
         """Per member, the distinct (fixed, other) pairs joined by near(fixed, x) and its steps
         (``forward``: near's subject is the fixed variable): the fixed variable's values are
         the near atom's (those with a head fact at that end with ``pca``), walked in blocks
-        whose messages stay within the budget; None when one value passes it."""
+        whose messages stay within the budget; None when one value passes it.
+
+        A value with one near neighbour x reaches what x reaches: such values are walked once
+        per distinct x, weighted by how many share it (a functional near atom such as a gender
+        or a country would otherwise walk the hub behind x once per value)."""
         idx = self.index
         near = idx.adjacency(idx.relation(near_relation), forward)
         values = near.domain
@@ -902,20 +906,30 @@ class MatrixEngine:
         caps = [cap for *_, cap in members]
         counts = [0] * len(members)
         active = list(range(len(members)))
-        degrees = near.degrees(values)
+        positions = near.positions(values)
+        degrees = near.matrix.indptr[positions + 1] - near.matrix.indptr[positions]
         if int(degrees.max(initial=0)) > _MESSAGE_BUDGET:
             return None
+        single = degrees == 1
+        shared, weights = np.unique(near.matrix.indices[near.matrix.indptr[positions[single]]],
+                                    return_counts=True)
+        # the rows walked: the distinct x of the one-neighbour values (a unit row each), then
+        # the near rows of the others; each with the number of values it stands for
+        walked = ~single & (degrees > 0)
+        many = positions[walked]
+        weights = np.concatenate([weights, np.ones(len(many), dtype=weights.dtype)])
+        degrees = np.concatenate([np.ones(len(shared), dtype=degrees.dtype), degrees[walked]])
         ends = np.cumsum(degrees)
         start = 0
-        while start < len(values) and active:
+        while start < len(weights) and active:
             stop = max(int(np.searchsorted(ends, ends[start] - degrees[start] + _MESSAGE_BUDGET, "right")),
                        start + 1)
             stop = min(stop, start + _CHUNK_ROWS)  # blocks as _pair_count's: a capped count stops early
-            block = values[start:stop]
+            message = self._near_rows(near, shared, many, start, stop)
+            block_weights = weights[start:stop]
             start = stop
             # block x values after each prefix of steps, shared by the members that take it
-            reached: dict[tuple[tuple[str, bool], ...], sp.csr_matrix] = {
-                (): gather_rows(near.matrix, near.positions(block))}
+            reached: dict[tuple[tuple[str, bool], ...], sp.csr_matrix] = {(): message}
             for j in list(active):
                 last = len(keys[j])
                 for k in range(1, last + 1):
@@ -925,16 +939,30 @@ class MatrixEngine:
                     message, step = reached[keys[j][:k - 1]], idx.adjacency(idx.relation(relation), along)
                     pos = step.positions(message.indices.astype(np.int64))
                     if int((step.matrix.indptr[pos + 1] - step.matrix.indptr[pos]).sum()) > _MESSAGE_BUDGET \
-                            and len(block) > 1:
+                            and message.shape[0] > 1:
                         return None  # a hub on the path: the one-by-one count blocks it
                     product = step.times(message)
                     if k < last:
                         reached[keys[j][:k]] = _binarise(product)
-                # the last product's non-zeros are the distinct (fixed, other) pairs of the block
-                counts[j] += product.nnz
+                # the last product's non-zeros per row are the distinct others of its values
+                counts[j] += int(np.diff(product.indptr) @ block_weights)
                 if caps[j] is not None and counts[j] >= caps[j]:
                     active.remove(j)
         return counts
+
+    @staticmethod
+    def _near_rows(near: Adjacency, shared: np.ndarray, many: np.ndarray, start: int, stop: int
+                   ) -> sp.csr_matrix:
+        """Rows start..stop of the walk's message: unit rows for the ``shared`` entities first,
+        then the near rows at the local positions ``many``."""
+        k = len(shared)
+        units = shared[start:min(stop, k)].astype(near.matrix.indices.dtype)
+        rows = gather_rows(near.matrix, many[max(start - k, 0):max(stop - k, 0)])
+        if not len(units):
+            return rows
+        indptr = np.concatenate([np.arange(len(units), dtype=rows.indptr.dtype), len(units) + rows.indptr])
+        return _wrap_csr(np.concatenate([np.ones(len(units), dtype=rows.data.dtype), rows.data]),
+                         np.concatenate([units, rows.indices]), indptr, (stop - start, near.n))
 
     def pca_body_size(self, atoms: Sequence[Atom], subject_side: bool, cap: int | None = None) -> int:
         return self._pair_count(atoms, pca=True, cap=cap, subject_side=subject_side)
