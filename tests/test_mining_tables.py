@@ -154,12 +154,22 @@ def chain_rules(relations: list[str], head: str) -> list[tuple[tuple[Atom, ...],
     return out
 
 
-@pytest.mark.parametrize("search_ratio", [0, chains.SEARCH_RATIO, 1 << 40])
+# the chain tables' three ways to meet the pairs: (search ratio, pairs listed per e at most)
+TABLE_WAYS = {
+    "searched": (0, 0),  # every x searched for the other end's neighbours
+    "walked": (1 << 40, 0),  # every x walked, fact by fact
+    "listed": (1 << 40, 1 << 40),  # e's pairs listed once for all its facts (when it has several)
+    "default": (chains.SEARCH_RATIO, chains.REACH_MAX),
+}
+
+
+@pytest.mark.parametrize("way", TABLE_WAYS)
 @pytest.mark.parametrize("seed", range(6))
-def test_chain_closing_atoms_count_as_the_general_path(seed: int, search_ratio: int,
+def test_chain_closing_atoms_count_as_the_general_path(seed: int, way: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    # ratio 0: every x of a chain table searched for the other end's neighbours; huge: walked
+    search_ratio, reach_max = TABLE_WAYS[way]
     monkeypatch.setattr(chains, "SEARCH_RATIO", search_ratio)
+    monkeypatch.setattr(chains, "REACH_MAX", reach_max)
     index = KGIndex(random_graph(seed, entities=12, facts=110))
     engine = MatrixEngine(index)
     nonzero = 0

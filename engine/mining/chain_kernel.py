@@ -147,61 +147,137 @@ def _mark_cells(table, seen, tag, c, y, pair, direction, near_out, near_in, pair
 
 
 @njit(cache=True, nogil=True)
-def chain_table(heads, start, rel, forward, fwd_arrays, bwd_arrays, any_fwd, any_bwd,
+def _mark_near(other, any_fwd, any_bwd, near_out, near_in, pair_out, pair_in, near_list, tag):
+    """Marks e''s neighbours y (with their pairs' positions) and lists each once; their count."""
+    fwd_indptr, fwd_indices, fwd_data = any_fwd
+    bwd_indptr, bwd_indices, bwd_data = any_bwd
+    listed = 0
+    for j in range(fwd_indptr[other], fwd_indptr[other + 1]):  # pairs (e', y): codes 2s + 1
+        near_out[fwd_indices[j]] = tag
+        pair_out[fwd_indices[j]] = fwd_data[j] - 1
+        near_list[listed] = fwd_indices[j]
+        listed += 1
+    for j in range(bwd_indptr[other], bwd_indptr[other + 1]):  # pairs (y, e'): codes 2s
+        y = bwd_indices[j]
+        if near_out[y] != tag and near_in[y] != tag:
+            near_list[listed] = y
+            listed += 1
+        near_in[y] = tag
+        pair_in[y] = bwd_data[j] - 1
+    return listed
+
+
+@njit(cache=True, nogil=True)
+def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_fwd, any_bwd,
                 pair_rel_indptr, pair_rel_indices, nrel, near_out, near_in, pair_out, pair_in, seen,
-                near_list, tag0, search_ratio):
+                near_list, reach_tag, reach_first, tag0, search_ratio, reach_max):
     """table[m, l]: head facts (e, e') with some path e -rel- x -m- y -l- e' (e in column
     ``start``); m = 2q for q(x, y), 2q + 1 for q(y, x); l = 2s for s(y, e'), 2s + 1 for s(e', y).
-    Per fact: the neighbours y of e' are marked once (with their pairs' positions), then the
-    neighbours of every x are tested on the marks, or, for an x with far more neighbours than
-    e' (``search_ratio`` times more), each y is looked up among x's: the same pairs either way."""
+
+    The facts are taken in ``order``, which groups them by e. Per fact, the neighbours y of e'
+    are marked once (with their pairs' positions). Then either the neighbours of every x are
+    tested on the marks — for an x with far more neighbours than e' (``search_ratio`` times
+    more), each y is looked up among x's instead — or, when e has several facts and that is
+    cheaper, the x–y pairs of e are listed once per e (by y: ``reach_*``, at most
+    ``reach_max`` of them) and each fact looks its y up there. The same pairs either way."""
     c = 2 * nrel
     table = np.zeros(c * c, dtype=np.int64)
     domain, domain_off, indptr, indices, fact_off = fwd_arrays if forward else bwd_arrays
     fwd_indptr, fwd_indices, fwd_data = any_fwd
     bwd_indptr, bwd_indices, bwd_data = any_bwd
-    for i in range(heads.shape[0]):
-        tag = tag0 + i
-        e, other = heads[i, start], heads[i, 1 - start]
+    size = 1024
+    reach_next = np.empty(size, dtype=np.int64)  # per listed x-y pair: the next one of its y,
+    reach_pair = np.empty(size, dtype=np.int64)  # its pair and direction (0: (x, y))
+    reach_dir = np.empty(size, dtype=np.int8)
+    count = heads.shape[0]
+    i = 0
+    while i < count:
+        e = heads[order[i], start]
+        g = i + 1
+        while g < count and heads[order[g], start] == e:
+            g += 1
         lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, rel, e)
         if lo == hi:
+            i = g
             continue
-        listed = 0  # e''s distinct neighbours, for the searched x
-        for j in range(fwd_indptr[other], fwd_indptr[other + 1]):  # pairs (e', y): codes 2s + 1
-            near_out[fwd_indices[j]] = tag
-            pair_out[fwd_indices[j]] = fwd_data[j] - 1
-            near_list[listed] = fwd_indices[j]
-            listed += 1
-        for j in range(bwd_indptr[other], bwd_indptr[other + 1]):  # pairs (y, e'): codes 2s
-            y = bwd_indices[j]
-            if near_out[y] != tag and near_in[y] != tag:
-                near_list[listed] = y
-                listed += 1
-            near_in[y] = tag
-            pair_in[y] = bwd_data[j] - 1
+        # the walk's cost once for e against fact by fact (each x walked or searched)
+        once = 0
+        each = 0
         for k in range(lo, hi):
             x = indices[k]
-            f0, f1, b0, b1 = fwd_indptr[x], fwd_indptr[x + 1], bwd_indptr[x], bwd_indptr[x + 1]
-            if (f1 - f0) + (b1 - b0) > search_ratio * listed:
+            degree = fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
+            once += degree
+            for f in range(i, g):
+                other = heads[order[f], 1 - start]
+                near = (fwd_indptr[other + 1] - fwd_indptr[other]
+                        + bwd_indptr[other + 1] - bwd_indptr[other])
+                each += min(degree, search_ratio * near)
+        shared = g - i > 1 and once < each and once <= reach_max
+        group_tag = tag0 + i
+        if shared:
+            if once > size:
+                size = max(once, 2 * size)
+                reach_next = np.empty(size, dtype=np.int64)
+                reach_pair = np.empty(size, dtype=np.int64)
+                reach_dir = np.empty(size, dtype=np.int8)
+            n = 0
+            for k in range(lo, hi):
+                x = indices[k]
+                for direction in range(2):
+                    if direction == 0:
+                        ys, data, j0, j1 = fwd_indices, fwd_data, fwd_indptr[x], fwd_indptr[x + 1]
+                    else:
+                        ys, data, j0, j1 = bwd_indices, bwd_data, bwd_indptr[x], bwd_indptr[x + 1]
+                    for j in range(j0, j1):
+                        y = ys[j]
+                        if reach_tag[y] != group_tag:
+                            reach_tag[y] = group_tag
+                            reach_first[y] = -1
+                        reach_pair[n] = data[j] - 1
+                        reach_dir[n] = direction
+                        reach_next[n] = reach_first[y]
+                        reach_first[y] = n
+                        n += 1
+        for f in range(i, g):
+            tag = tag0 + f
+            other = heads[order[f], 1 - start]
+            listed = _mark_near(other, any_fwd, any_bwd, near_out, near_in, pair_out, pair_in,
+                                near_list, tag)
+            if shared:
                 for t in range(listed):
                     y = near_list[t]
-                    j = find(fwd_indices, f0, f1, y)
-                    if j >= 0:  # pairs (x, y): codes 2q
+                    if reach_tag[y] != group_tag:
+                        continue
+                    p = reach_first[y]
+                    while p >= 0:
+                        _mark_cells(table, seen, tag, c, y, reach_pair[p], reach_dir[p], near_out,
+                                    near_in, pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                        p = reach_next[p]
+                continue
+            for k in range(lo, hi):
+                x = indices[k]
+                f0, f1, b0, b1 = fwd_indptr[x], fwd_indptr[x + 1], bwd_indptr[x], bwd_indptr[x + 1]
+                if (f1 - f0) + (b1 - b0) > search_ratio * listed:
+                    for t in range(listed):
+                        y = near_list[t]
+                        j = find(fwd_indices, f0, f1, y)
+                        if j >= 0:  # pairs (x, y): codes 2q
+                            _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
+                                        pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                        j = find(bwd_indices, b0, b1, y)
+                        if j >= 0:  # pairs (y, x): codes 2q + 1
+                            _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
+                                        pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                    continue
+                for j in range(f0, f1):
+                    y = fwd_indices[j]
+                    if near_out[y] == tag or near_in[y] == tag:
                         _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
                                     pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
-                    j = find(bwd_indices, b0, b1, y)
-                    if j >= 0:  # pairs (y, x): codes 2q + 1
+                for j in range(b0, b1):
+                    y = bwd_indices[j]
+                    if near_out[y] == tag or near_in[y] == tag:
                         _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
                                     pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
-                continue
-            for j in range(f0, f1):
-                y = fwd_indices[j]
-                if near_out[y] == tag or near_in[y] == tag:
-                    _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
-                                pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
-            for j in range(b0, b1):
-                y = bwd_indices[j]
-                if near_out[y] == tag or near_in[y] == tag:
-                    _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
-                                pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+        i = g
     return table.reshape(c, c)

@@ -93,6 +93,8 @@ def chains_of(atoms: Sequence[Atom], shape: tuple[str, str], relation_ids: dict[
 # end has is searched for that end's neighbours (a binary search each) instead of walked: a hub
 # such as a country or a gender
 SEARCH_RATIO = 16
+# x-y pairs a chain table lists at most for one e (shared by e's facts): 4M, ~70 MB
+REACH_MAX = 1 << 22
 # tables kept per head relation (the search asks for one head's rules at a time), in bytes
 _TABLE_BUDGET = 128 << 20
 
@@ -122,12 +124,14 @@ class ChainCounter:
                                         for side in ("fwd", "bwd"))
         self._pair_rel = (arrays["pair_rel_indptr"], arrays["pair_rel_indices"])
         self.search_ratio = SEARCH_RATIO
+        self.reach_max = REACH_MAX
         self._levels = 0
         self._tag = 0
         self._scratch: dict[str, np.ndarray] = {}
         self._table_scratch: dict[str, np.ndarray] = {}
         self._head = -1
         self._heads = np.zeros((0, 2), dtype=np.int64)
+        self._orders: dict[int, np.ndarray] = {}
         self._tables: dict[tuple[int, int, bool], np.ndarray] = {}
 
     def _space(self, levels: int) -> dict[str, np.ndarray]:
@@ -151,7 +155,8 @@ class ChainCounter:
                 **{name: np.full(n, -1, dtype=np.int64)
                    for name in ("near_out", "near_in", "pair_out", "pair_in")},
                 "cells": np.full(4 * max(self.nrel, 1) ** 2, -1, dtype=np.int64),
-                "near_list": np.zeros(n, dtype=np.int64)}
+                "near_list": np.zeros(n, dtype=np.int64),
+                "reach_tag": np.full(n, -1, dtype=np.int64), "reach_first": np.zeros(n, dtype=np.int64)}
         return self._table_scratch
 
     def _tags(self) -> int:
@@ -164,7 +169,14 @@ class ChainCounter:
     def _use_head(self, head: int) -> None:
         if head != self._head:
             self._head, self._heads = head, np.stack(self.index.facts_of(head), axis=1)
+            self._orders = {}
             self._tables.clear()
+
+    def _order(self, start: int) -> np.ndarray:
+        """The head facts' positions grouped by the value in column ``start``."""
+        if start not in self._orders:
+            self._orders[start] = np.argsort(self._heads[:, start], kind="stable")
+        return self._orders[start]
 
     def counts(self, head: int, u: Chain, v: Chain) -> np.ndarray:
         """(2, relations): row 0 the support of every r(u, v), row 1 of every r(v, u), over the
@@ -203,7 +215,8 @@ class ChainCounter:
             if len(self._tables) * s["cells"].nbytes >= _TABLE_BUDGET:
                 self._tables.pop(next(iter(self._tables)))  # the oldest
             self._tables[key] = chain_table(
-                self._heads, start, relation, forward, self._fwd, self._bwd, self._any_fwd, self._any_bwd,
-                *self._pair_rel, self.nrel, s["near_out"], s["near_in"], s["pair_out"], s["pair_in"],
-                s["cells"], s["near_list"], self._tags(), self.search_ratio)
+                self._heads, self._order(start), start, relation, forward, self._fwd, self._bwd,
+                self._any_fwd, self._any_bwd, *self._pair_rel, self.nrel, s["near_out"], s["near_in"],
+                s["pair_out"], s["pair_in"], s["cells"], s["near_list"], s["reach_tag"], s["reach_first"],
+                self._tags(), self.search_ratio, self.reach_max)
         return self._tables[key]
