@@ -281,3 +281,66 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
                                     pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
         i = g
     return table.reshape(c, c)
+
+
+@njit(cache=True, nogil=True)
+def path_sizes(row_ptr, row_x, weights, first_rel, first_fwd, last_rel, last_fwd, caps,
+               fwd_arrays, bwd_arrays, stamps_y, stamps_b, tag0, ys):
+    """Per path q (``first`` then, where ``last_rel[q] >= 0``, ``last``: relation ids and
+    directions), the sum over the rows r of ``weights[r]`` times the distinct ends reached
+    from the x values ``row_x[row_ptr[r]:row_ptr[r + 1]]``; the paths sharing a first step
+    (adjacent in the arrays) share its values y. A path's count stops once it reaches
+    ``caps[q]`` (>= 0). Returns the counts and the next unused stamp tag."""
+    m = len(first_rel)
+    counts = np.zeros(m, dtype=np.int64)
+    done = np.zeros(m, dtype=np.bool_)
+    active = m
+    tag = tag0
+    for r in range(len(weights)):
+        if active == 0:
+            break
+        w = weights[r]
+        j = 0
+        while j < m:
+            g = j + 1
+            while g < m and first_rel[g] == first_rel[j] and first_fwd[g] == first_fwd[j]:
+                g += 1
+            need = False
+            for q in range(j, g):
+                need = need or not done[q]
+            if need:
+                domain, domain_off, indptr, indices, fact_off = fwd_arrays if first_fwd[j] else bwd_arrays
+                k = 0
+                for p in range(row_ptr[r], row_ptr[r + 1]):
+                    lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, first_rel[j], row_x[p])
+                    for t in range(lo, hi):
+                        y = indices[t]
+                        if stamps_y[y] != tag:
+                            stamps_y[y] = tag
+                            ys[k] = y
+                            k += 1
+                tag += 1
+                for q in range(j, g):
+                    if done[q]:
+                        continue
+                    if last_rel[q] < 0:
+                        counts[q] += k * w
+                    else:
+                        domain, domain_off, indptr, indices, fact_off = (
+                            fwd_arrays if last_fwd[q] else bwd_arrays)
+                        ends = 0
+                        for t in range(k):
+                            lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off,
+                                                last_rel[q], ys[t])
+                            for u in range(lo, hi):
+                                b = indices[u]
+                                if stamps_b[b] != tag:
+                                    stamps_b[b] = tag
+                                    ends += 1
+                        tag += 1
+                        counts[q] += ends * w
+                    if caps[q] >= 0 and counts[q] >= caps[q]:
+                        done[q] = True
+                        active -= 1
+            j = g
+    return counts, tag

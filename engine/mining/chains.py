@@ -220,3 +220,26 @@ class ChainCounter:
                 s["pair_out"], s["pair_in"], s["cells"], s["near_list"], s["reach_tag"], s["reach_first"],
                 self._tags(), self.search_ratio, self.reach_max)
         return self._tables[key]
+
+    def path_sizes(self, row_ptr: np.ndarray, row_x: np.ndarray, weights: np.ndarray,
+                   paths: Sequence[tuple[tuple[int, bool], ...]], caps: Sequence[int | None]) -> list[int]:
+        """Per path (one or two steps, (relation id, forward) each), the distinct ends reached
+        from each row's x values (``row_x[row_ptr[r]:row_ptr[r + 1]]``), summed over the rows
+        with their ``weights``; a path's count stops once it reaches its cap (the body sizes of
+        ``MatrixEngine.body_sizes``, walked with stamps instead of sparse products)."""
+        from kgengine.mining.chain_kernel import path_sizes
+
+        order = sorted(range(len(paths)), key=lambda q: paths[q][0])  # a shared first step: adjacent
+        first = np.array([paths[q][0] for q in order], dtype=np.int64).reshape(-1, 2)
+        last = np.array([paths[q][1] if len(paths[q]) > 1 else (-1, 0) for q in order],
+                        dtype=np.int64).reshape(-1, 2)
+        s = self._space(1)
+        counts, self._tag = path_sizes(
+            row_ptr.astype(np.int64), row_x.astype(np.int64), weights.astype(np.int64),
+            first[:, 0], first[:, 1].astype(np.bool_), last[:, 0], last[:, 1].astype(np.bool_),
+            np.array([-1 if caps[q] is None else caps[q] for q in order], dtype=np.int64),
+            self._fwd, self._bwd, s["stamps_u"][0], s["stamps_v"][0], self._tag, s["buf_u"])
+        out = [0] * len(paths)
+        for position, q in enumerate(order):
+            out[q] = int(counts[position])
+        return out

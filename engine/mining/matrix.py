@@ -695,9 +695,14 @@ class MatrixEngine:
         return left
 
     def _chain_counts(self, head: Atom, u: Chain, v: Chain) -> np.ndarray:
+        return self.chain_counter().counts(self.index.relation(head.relation), u, v)
+
+    def chain_counter(self) -> ChainCounter:
+        """The compiled kernel's counter, made on first use (a rule of two chains, from max-len 4
+        on). From then on the batched path body sizes are walked by the kernel too."""
         if self._chain_counter is None:
             self._chain_counter = ChainCounter(self.index)
-        return self._chain_counter.counts(self.index.relation(head.relation), u, v)
+        return self._chain_counter
 
     def _head_table(self, relation: str, kind: str, min_support: int) -> np.ndarray | None:
         """The head's ``paths`` or ``pairs`` table (kept for the head being mined: the search
@@ -892,7 +897,8 @@ class MatrixEngine:
 
         A value with one near neighbour x reaches what x reaches: such values are walked once
         per distinct x, weighted by how many share it (a functional near atom such as a gender
-        or a country would otherwise walk the hub behind x once per value)."""
+        or a country would otherwise walk the hub behind x once per value). Where the compiled
+        kernel is loaded, it walks all the rows with stamps (``ChainCounter.path_sizes``)."""
         idx = self.index
         near = idx.adjacency(idx.relation(near_relation), forward)
         values = near.domain
@@ -918,6 +924,10 @@ class MatrixEngine:
         walked = ~single & (degrees > 0)
         many = positions[walked]
         weights = np.concatenate([weights, np.ones(len(many), dtype=weights.dtype)])
+        if self._chain_counter is not None:  # the compiled kernel is loaded: it walks them all
+            message = self._near_rows(near, shared, many, 0, len(weights))
+            paths = [tuple((idx.relation(relation), along) for relation, along in key) for key in keys]
+            return self._chain_counter.path_sizes(message.indptr, message.indices, weights, paths, caps)
         degrees = np.concatenate([np.ones(len(shared), dtype=degrees.dtype), degrees[walked]])
         ends = np.cumsum(degrees)
         start = 0
