@@ -29,6 +29,23 @@ def neighbours(domain, domain_off, indptr, indices, fact_off, rel, entity):
 
 
 @njit(cache=True, nogil=True)
+def step_values(values, lo, hi, rel, arrays, mark, tag, out):
+    """The distinct neighbours under ``rel`` (one direction's ``arrays``) of ``values[lo:hi]``
+    into ``out``, marked in ``mark`` with ``tag``; their count."""
+    domain, domain_off, indptr, indices, fact_off = arrays
+    found = 0
+    for k in range(lo, hi):
+        start, stop = neighbours(domain, domain_off, indptr, indices, fact_off, rel, values[k])
+        for j in range(start, stop):
+            z = indices[j]
+            if mark[z] != tag:
+                mark[z] = tag
+                out[found] = z
+                found += 1
+    return found
+
+
+@njit(cache=True, nogil=True)
 def chain_values(start, rels, fwd, fwd_arrays, bwd_arrays, stamps, tag, out, spare):
     """The distinct values at the end of the chain from ``start`` into ``out``; their count.
     ``stamps[level]`` marks what level ``level`` holds already (value == ``tag``)."""
@@ -38,19 +55,8 @@ def chain_values(start, rels, fwd, fwd_arrays, bwd_arrays, stamps, tag, out, spa
         if size == 0:
             return 0
         arrays = fwd_arrays if fwd[level] else bwd_arrays
-        domain, domain_off, indptr, indices, fact_off = arrays
-        mark = stamps[level]
-        found = 0
-        for k in range(size):
-            lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, rels[level], out[k])
-            for j in range(lo, hi):
-                z = indices[j]
-                if mark[z] != tag:
-                    mark[z] = tag
-                    spare[found] = z
-                    found += 1
-        out[:found] = spare[:found]
-        size = found
+        size = step_values(out, 0, size, rels[level], arrays, stamps[level], tag, spare)
+        out[:size] = spare[:size]
     return size
 
 
@@ -285,7 +291,7 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
 
 @njit(cache=True, nogil=True)
 def path_sizes(row_ptr, row_x, weights, first_rel, first_fwd, last_rel, last_fwd, caps,
-               fwd_arrays, bwd_arrays, stamps_y, stamps_b, tag0, ys):
+               fwd_arrays, bwd_arrays, stamps_y, stamps_b, tag0, ys, ends):
     """Per path q (``first`` then, where ``last_rel[q] >= 0``, ``last``: relation ids and
     directions), the sum over the rows r of ``weights[r]`` times the distinct ends reached
     from the x values ``row_x[row_ptr[r]:row_ptr[r + 1]]``; the paths sharing a first step
@@ -299,7 +305,6 @@ def path_sizes(row_ptr, row_x, weights, first_rel, first_fwd, last_rel, last_fwd
     for r in range(len(weights)):
         if active == 0:
             break
-        w = weights[r]
         j = 0
         while j < m:
             g = j + 1
@@ -309,36 +314,19 @@ def path_sizes(row_ptr, row_x, weights, first_rel, first_fwd, last_rel, last_fwd
             for q in range(j, g):
                 need = need or not done[q]
             if need:
-                domain, domain_off, indptr, indices, fact_off = fwd_arrays if first_fwd[j] else bwd_arrays
-                k = 0
-                for p in range(row_ptr[r], row_ptr[r + 1]):
-                    lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off, first_rel[j], row_x[p])
-                    for t in range(lo, hi):
-                        y = indices[t]
-                        if stamps_y[y] != tag:
-                            stamps_y[y] = tag
-                            ys[k] = y
-                            k += 1
+                arrays = fwd_arrays if first_fwd[j] else bwd_arrays
+                k = step_values(row_x, row_ptr[r], row_ptr[r + 1], first_rel[j], arrays, stamps_y, tag, ys)
                 tag += 1
                 for q in range(j, g):
                     if done[q]:
                         continue
                     if last_rel[q] < 0:
-                        counts[q] += k * w
+                        counts[q] += k * weights[r]
                     else:
-                        domain, domain_off, indptr, indices, fact_off = (
-                            fwd_arrays if last_fwd[q] else bwd_arrays)
-                        ends = 0
-                        for t in range(k):
-                            lo, hi = neighbours(domain, domain_off, indptr, indices, fact_off,
-                                                last_rel[q], ys[t])
-                            for u in range(lo, hi):
-                                b = indices[u]
-                                if stamps_b[b] != tag:
-                                    stamps_b[b] = tag
-                                    ends += 1
+                        arrays = fwd_arrays if last_fwd[q] else bwd_arrays
+                        reached = step_values(ys, 0, k, last_rel[q], arrays, stamps_b, tag, ends)
+                        counts[q] += reached * weights[r]
                         tag += 1
-                        counts[q] += ends * w
                     if caps[q] >= 0 and counts[q] >= caps[q]:
                         done[q] = True
                         active -= 1

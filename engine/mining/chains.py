@@ -238,7 +238,7 @@ class ChainCounter:
             row_ptr.astype(np.int64), row_x.astype(np.int64), weights.astype(np.int64),
             first[:, 0], first[:, 1].astype(np.bool_), last[:, 0], last[:, 1].astype(np.bool_),
             np.array([-1 if caps[q] is None else caps[q] for q in order], dtype=np.int64),
-            self._fwd, self._bwd, s["stamps_u"][0], s["stamps_v"][0], self._tag, s["buf_u"])
+            self._fwd, self._bwd, s["stamps_u"][0], s["stamps_v"][0], self._tag, s["buf_u"], s["buf_v"])
         out = [0] * len(paths)
         for position, q in enumerate(order):
             out[q] = int(counts[position])
