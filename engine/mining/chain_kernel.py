@@ -10,20 +10,27 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def neighbours(domain, domain_off, indptr, indices, fact_off, rel, entity):
-    """(start, stop) into ``indices`` of the entity's neighbours under ``rel`` (the index's
-    flat per-relation CSR arrays of one direction); (0, 0) outside the relation's domain."""
-    d0 = domain_off[rel]
-    lo, hi = d0, domain_off[rel + 1]
-    while lo < hi:  # binary search (numba's np.searchsorted boxes a scalar needle: ~10x slower)
+def find(indices, lo, hi, value):
+    """Position of ``value`` in the sorted ``indices[lo:hi]``; -1 when absent (a loop: numba's
+    np.searchsorted boxes a scalar needle, ~10x slower)."""
+    end = hi
+    while lo < hi:
         mid = (lo + hi) >> 1
-        if domain[mid] < entity:
+        if indices[mid] < value:
             lo = mid + 1
         else:
             hi = mid
-    if lo == domain_off[rel + 1] or domain[lo] != entity:
+    return lo if lo < end and indices[lo] == value else -1
+
+
+@njit(cache=True, nogil=True)
+def neighbours(domain, domain_off, indptr, indices, fact_off, rel, entity):
+    """(start, stop) into ``indices`` of the entity's neighbours under ``rel`` (the index's
+    flat per-relation CSR arrays of one direction); (0, 0) outside the relation's domain."""
+    at = find(domain, domain_off[rel], domain_off[rel + 1], entity)
+    if at < 0:
         return 0, 0
-    row = lo + 2 * rel  # each relation's indptr has its domain's size + 2 entries
+    row = at + 2 * rel  # each relation's indptr has its domain's size + 2 entries
     base = fact_off[rel]
     return base + indptr[row], base + indptr[row + 1]
 
@@ -120,19 +127,6 @@ def closing_counts(heads, rels_u, fwd_u, start_u, rels_v, fwd_v, start_v,
 
 
 @njit(cache=True, nogil=True)
-def find(indices, lo, hi, value):
-    """Position of ``value`` in the sorted ``indices[lo:hi]``; -1 when absent."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if indices[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < end and indices[lo] == value else -1
-
-
-@njit(cache=True, nogil=True)
 def _mark_cells(table, seen, tag, c, y, pair, direction, near_out, near_in, pair_out, pair_in,
                 pair_rel_indptr, pair_rel_indices):
     """Every (m, l) cell of one x-y pair (``pair``, ``direction`` 0: (x, y)) with y-e'."""
@@ -206,19 +200,25 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
         if lo == hi:
             i = g
             continue
-        # the walk's cost once for e against fact by fact (each x walked or searched)
+        # the walk's cost once for e against fact by fact (each x walked or searched); the
+        # latter summed only until it passes the former
         once = 0
-        each = 0
         for k in range(lo, hi):
             x = indices[k]
-            degree = fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
-            once += degree
+            once += fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
+        shared = False
+        if g - i > 1 and once <= reach_max:
+            each = 0
             for f in range(i, g):
                 other = heads[order[f], 1 - start]
-                near = (fwd_indptr[other + 1] - fwd_indptr[other]
-                        + bwd_indptr[other + 1] - bwd_indptr[other])
-                each += min(degree, search_ratio * near)
-        shared = g - i > 1 and once < each and once <= reach_max
+                near = fwd_indptr[other + 1] - fwd_indptr[other] + bwd_indptr[other + 1] - bwd_indptr[other]
+                for k in range(lo, hi):
+                    x = indices[k]
+                    degree = fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
+                    each += min(degree, search_ratio * near)
+                if each > once:
+                    shared = True
+                    break
         group_tag = tag0 + i
         if shared:
             if once > size:
@@ -230,10 +230,8 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
             for k in range(lo, hi):
                 x = indices[k]
                 for direction in range(2):
-                    if direction == 0:
-                        ys, data, j0, j1 = fwd_indices, fwd_data, fwd_indptr[x], fwd_indptr[x + 1]
-                    else:
-                        ys, data, j0, j1 = bwd_indices, bwd_data, bwd_indptr[x], bwd_indptr[x + 1]
+                    ys, data, j0, j1 = (fwd_indices, fwd_data, fwd_indptr[x], fwd_indptr[x + 1]) \
+                        if direction == 0 else (bwd_indices, bwd_data, bwd_indptr[x], bwd_indptr[x + 1])
                     for j in range(j0, j1):
                         y = ys[j]
                         if reach_tag[y] != group_tag:
@@ -275,16 +273,14 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
                             _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
                                         pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
                     continue
-                for j in range(f0, f1):
-                    y = fwd_indices[j]
-                    if near_out[y] == tag or near_in[y] == tag:
-                        _mark_cells(table, seen, tag, c, y, fwd_data[j] - 1, 0, near_out, near_in,
-                                    pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
-                for j in range(b0, b1):
-                    y = bwd_indices[j]
-                    if near_out[y] == tag or near_in[y] == tag:
-                        _mark_cells(table, seen, tag, c, y, bwd_data[j] - 1, 1, near_out, near_in,
-                                    pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
+                for direction in range(2):  # pairs (x, y): codes 2q; pairs (y, x): codes 2q + 1
+                    ys, data, j0, j1 = (fwd_indices, fwd_data, f0, f1) if direction == 0 else (
+                        bwd_indices, bwd_data, b0, b1)
+                    for j in range(j0, j1):
+                        y = ys[j]
+                        if near_out[y] == tag or near_in[y] == tag:
+                            _mark_cells(table, seen, tag, c, y, data[j] - 1, direction, near_out, near_in,
+                                        pair_out, pair_in, pair_rel_indptr, pair_rel_indices)
         i = g
     return table.reshape(c, c)
 

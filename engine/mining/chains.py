@@ -123,8 +123,6 @@ class ChainCounter:
         self._any_fwd, self._any_bwd = (tuple(arrays[f"any_{side}_{k}"] for k in any_csr)
                                         for side in ("fwd", "bwd"))
         self._pair_rel = (arrays["pair_rel_indptr"], arrays["pair_rel_indices"])
-        self.search_ratio = SEARCH_RATIO
-        self.reach_max = REACH_MAX
         self._levels = 0
         self._tag = 0
         self._scratch: dict[str, np.ndarray] = {}
@@ -218,7 +216,7 @@ class ChainCounter:
                 self._heads, self._order(start), start, relation, forward, self._fwd, self._bwd,
                 self._any_fwd, self._any_bwd, *self._pair_rel, self.nrel, s["near_out"], s["near_in"],
                 s["pair_out"], s["pair_in"], s["cells"], s["near_list"], s["reach_tag"], s["reach_first"],
-                self._tags(), self.search_ratio, self.reach_max)
+                self._tags(), SEARCH_RATIO, REACH_MAX)
         return self._tables[key]
 
     def path_sizes(self, row_ptr: np.ndarray, row_x: np.ndarray, weights: np.ndarray,

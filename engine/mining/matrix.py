@@ -921,7 +921,7 @@ class MatrixEngine:
                                     return_counts=True)
         # the rows walked: the distinct x of the one-neighbour values (a unit row each), then
         # the near rows of the others; each with the number of values it stands for
-        walked = ~single & (degrees > 0)
+        walked = ~single  # a near value has one neighbour at least
         many = positions[walked]
         weights = np.concatenate([weights, np.ones(len(many), dtype=weights.dtype)])
         if self._chain_counter is not None:  # the compiled kernel is loaded: it walks them all
