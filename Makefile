@@ -72,6 +72,11 @@ test: $(LOCAL_LLM_STAMP) neo4j-jars
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m '' -p no:cacheprovider
 
+# every row of the README's benchmark table in one run (~2 h on 2 cores): AMIE=path/to/amie3.jar
+# (built outside the repository, docs/mining.md) measures AMIE 3 beside it; without it, kgengine alone
+bench: $(STAMP) neo4j-jars
+	$(BIN)/python bench/all.py $(if $(AMIE),--amie $(AMIE))
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
