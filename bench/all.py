@@ -22,6 +22,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,17 +56,21 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated step ids to run")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "all.json")
     args = parser.parse_args()
+    if args.amie is not None and not args.amie.is_file():
+        parser.error(f"--amie: no such file: {args.amie}")
     plan = steps(args.amie)
     chosen = [s for s in (args.only.split(",") if args.only else plan) if s]
     unknown = sorted((set(chosen) | set(filter(None, args.skip.split(",")))) - set(plan))
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(plan)}")
     chosen = [s for s in chosen if s not in args.skip.split(",")]
-    record: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
+    if not chosen:
+        parser.error("no step left to run (--only and --skip leave none)")
+    record: dict[str, Any] = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
                     "amie_jar": str(args.amie) if args.amie else None, "steps": {}}
     for step in chosen:
         command = [sys.executable, f"bench/{plan[step][0]}", *plan[step][1:]]
-        print(f"\n=== {step}: {' '.join(command[1:])}  ({datetime.now(UTC):%H:%M:%S} UTC, "
+        print(f"\n>>> {step}: {' '.join(command[1:])}  ({datetime.now(UTC):%H:%M:%S} UTC, "
               f"load {os.getloadavg()[0]:.1f})", flush=True)
         start = time.perf_counter()
         status = subprocess.run(command, cwd=ROOT).returncode
