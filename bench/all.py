@@ -60,10 +60,11 @@ def main() -> None:
         parser.error(f"--amie: no such file: {args.amie}")
     plan = steps(args.amie)
     chosen = [s for s in (args.only.split(",") if args.only else plan) if s]
-    unknown = sorted((set(chosen) | set(filter(None, args.skip.split(",")))) - set(plan))
+    skip = set(filter(None, args.skip.split(",")))
+    unknown = sorted((set(chosen) | skip) - set(plan))
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(plan)}")
-    chosen = [s for s in chosen if s not in args.skip.split(",")]
+    chosen = [s for s in chosen if s not in skip]
     if not chosen:
         parser.error("no step left to run (--only and --skip leave none)")
     record: dict[str, Any] = {"started": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -68,12 +68,17 @@ def chain_values(start, rels, fwd, fwd_arrays, bwd_arrays, stamps, tag, out, spa
 
 
 @njit(cache=True, nogil=True)
+def degree(fwd_indptr, bwd_indptr, e):
+    """Linked pairs ``e`` is in, either way (the cost of walking it)."""
+    return fwd_indptr[e + 1] - fwd_indptr[e] + bwd_indptr[e + 1] - bwd_indptr[e]
+
+
+@njit(cache=True, nogil=True)
 def linked_pairs(values, size, fwd_indptr, bwd_indptr):
     """Linked pairs the first ``size`` values are in, either way (the cost of walking them)."""
     total = 0
     for k in range(size):
-        e = values[k]
-        total += fwd_indptr[e + 1] - fwd_indptr[e] + bwd_indptr[e + 1] - bwd_indptr[e]
+        total += degree(fwd_indptr, bwd_indptr, values[k])
     return total
 
 
@@ -202,20 +207,14 @@ def chain_table(heads, order, start, rel, forward, fwd_arrays, bwd_arrays, any_f
             continue
         # the walk's cost once for e against fact by fact (each x walked or searched); the
         # latter summed only until it passes the former
-        once = 0
-        for k in range(lo, hi):
-            x = indices[k]
-            once += fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
+        once = linked_pairs(indices[lo:], hi - lo, fwd_indptr, bwd_indptr)
         shared = False
         if g - i > 1 and once <= reach_max:
             each = 0
             for f in range(i, g):
-                other = heads[order[f], 1 - start]
-                near = fwd_indptr[other + 1] - fwd_indptr[other] + bwd_indptr[other + 1] - bwd_indptr[other]
+                near = degree(fwd_indptr, bwd_indptr, heads[order[f], 1 - start])
                 for k in range(lo, hi):
-                    x = indices[k]
-                    degree = fwd_indptr[x + 1] - fwd_indptr[x] + bwd_indptr[x + 1] - bwd_indptr[x]
-                    each += min(degree, search_ratio * near)
+                    each += min(degree(fwd_indptr, bwd_indptr, indices[k]), search_ratio * near)
                 if each > once:
                     shared = True
                     break
