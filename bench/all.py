@@ -27,8 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def steps(amie: Path | None) -> dict[str, list[str]]:
-    """step id -> the benchmark's arguments; ``None`` AMIE: kgengine alone."""
+def steps(amie: Path | None, scale_triples: int | None = None) -> dict[str, list[str]]:
+    """step id -> the benchmark's arguments; ``None`` AMIE: kgengine alone; ``scale_triples``:
+    the synthetic Wikidata5m's size in the scale step (its default, 21M, when None)."""
     with_amie = ["--amie", str(amie)] if amie else []
     return {
         # issue 20's mining targets: medians of 3 where a run takes seconds
@@ -45,7 +46,8 @@ def steps(amie: Path | None) -> dict[str, list[str]]:
         "neo4j": ["neo4j.py"],
         "serve": ["serve.py"],
         # max-len 3 only: the BRINK build at this scale adds ~35 min and is not a table row
-        "scale": ["mine_scale.py", "--brink-rules", "0"],
+        "scale": ["mine_scale.py", "--brink-rules", "0",
+                  *(["--triples", str(scale_triples)] if scale_triples else [])],
     }
 
 
@@ -54,11 +56,15 @@ def main() -> None:
     parser.add_argument("--amie", type=Path, help="AMIE 3 jar (built outside the repository)")
     parser.add_argument("--skip", default="", help="comma-separated step ids to leave out")
     parser.add_argument("--only", default="", help="comma-separated step ids to run")
+    parser.add_argument("--scale-triples", type=int, default=None,
+                        help="size of the scale step's synthetic graph [its default: 21M, over an hour]")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "all.json")
     args = parser.parse_args()
     if args.amie is not None and not args.amie.is_file():
         parser.error(f"--amie: no such file: {args.amie}")
-    plan = steps(args.amie)
+    if args.scale_triples is not None and args.scale_triples <= 0:
+        parser.error("--scale-triples must be positive")
+    plan = steps(args.amie, args.scale_triples)
     chosen = [s for s in (args.only.split(",") if args.only else plan) if s]
     skip = set(filter(None, args.skip.split(",")))
     unknown = sorted((set(chosen) | skip) - set(plan))
@@ -68,7 +74,8 @@ def main() -> None:
     if not chosen:
         parser.error("no step left to run (--only and --skip leave none)")
     record: dict[str, Any] = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "amie_jar": str(args.amie) if args.amie else None, "steps": {}}
+                              "amie_jar": str(args.amie) if args.amie else None,
+                              "commit": _commit(), "steps": {}}
     for step in chosen:
         command = [sys.executable, f"bench/{plan[step][0]}", *plan[step][1:]]
         print(f"\n>>> {step}: {' '.join(command[1:])}  ({datetime.now(UTC):%H:%M:%S} UTC, "
@@ -86,6 +93,18 @@ def main() -> None:
     print("\n" + "\n".join(f"{s:14} {r['seconds']:8.0f} s  {'ok' if r['status'] == 0 else 'FAILED'}"
                            for s, r in record["steps"].items()))
     sys.exit(1 if failed else 0)
+
+
+def _commit() -> str | None:
+    """The checked-out commit the run measures (``+dirty`` when files differ from it)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 if __name__ == "__main__":
