@@ -96,15 +96,12 @@ def main() -> None:
 
 
 def _commit() -> str | None:
-    """The checked-out commit the run measures (``+dirty`` when files differ from it)."""
+    """The checked-out commit the run measures (``+dirty`` when tracked files differ from it)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", "describe", "--always", "--dirty=+dirty", "--exclude", "*"],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
-    return head + ("+dirty" if dirty else "")
 
 
 if __name__ == "__main__":
