@@ -70,6 +70,7 @@ neo4j-jars: $(STAMP)
 
 test: $(LOCAL_LLM_STAMP) neo4j-jars
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/typecheck.py
 	$(BIN)/pytest -m '' -p no:cacheprovider
 
 # every row of the README's benchmark table in one run (~2 h on 2 cores): AMIE=path/to/amie3.jar
@@ -80,6 +81,7 @@ bench: $(STAMP) neo4j-jars
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/typecheck.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo-store .demo-store.mining .demo-store.read demo-out $(SETUP_LOG)
