@@ -46,11 +46,10 @@ from typing import Any
 
 from kgengine.loaders import read_dataset
 from kgengine.loaders.metaqa import MetaQAQuestion, load_questions
-from kgengine.model import Direction, Triple
+from kgengine.model import Direction, Question, Triple
 from kgengine.neo4j_store import Neo4jStore
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.progress import progress_bar
-from kgengine.rag.base import Question
 from kgengine.rag.embeddings import DEFAULT_THREADS, load_encoder
 from kgengine.rag.retrieval import DEFAULT_HUB_CAP, KHopRetriever
 from kgengine.rag.selection import TOP_K_CHOICES, EmbeddingSelector

@@ -91,7 +91,7 @@ def setup_fb15k237(work: Path, store: str) -> None:
 def metaqa_run(store: Any, train: Path, questions: list[Any]) -> dict[str, Any]:
     from kgengine.errors import KGEngineError
     from kgengine.eval.metrics import hit_at_1
-    from kgengine.rag.base import Question
+    from kgengine.model import Question
     from kgengine.rag.methods import AnswerSettings, build_answerer
 
     started = time.perf_counter()
@@ -131,7 +131,7 @@ def metaqa_run(store: Any, train: Path, questions: list[Any]) -> dict[str, Any]:
 
 def metaqa(store_location: str, work: Path, sample: int | None, seed: int, holdout: float) -> dict[str, Any]:
     from kgengine.loaders.metaqa import read_questions
-    from kgengine.rag.paths import pattern_of
+    from kgengine.rag.linking.patterns import pattern_of
     from kgengine.store import open_store
 
     out: dict[str, Any] = {}
@@ -170,9 +170,9 @@ def brink(store_location: str, work: Path, name: str = "brink-family", hops: int
     longest path learned."""
     from kgengine.eval.metrics import evaluate_records
     from kgengine.rag.batch import read_questions
+    from kgengine.rag.graph.steps import parse_path
     from kgengine.rag.methods import AnswerSettings, build_answerer
     from kgengine.rag.offline import OfflineAnswerer
-    from kgengine.rag.paths import parse_path
     from kgengine.store import open_store
 
     folder = work / name

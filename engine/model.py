@@ -18,6 +18,15 @@ class Triple(NamedTuple):
     tail: str
 
 
+@dataclass(frozen=True)
+class Question:
+    """What an answerer may see of a question record: its text and topic entity (no other
+    field on purpose: gold answers and a BRINK record's removed triple never reach it)."""
+
+    text: str
+    topic_entity: str | None = None  # the entity id in the answered graph, when known
+
+
 class Direction(StrEnum):
     """Which edges k-hop retrieval follows from the seed entity."""
 

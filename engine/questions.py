@@ -35,7 +35,7 @@ from typing import Any
 from kgengine.errors import InputError, KGEngineError
 from kgengine.loaders import metaqa
 from kgengine.loaders.base import read_lines
-from kgengine.rag.base import Question
+from kgengine.model import Question
 
 BRINK_SPLITS = ("train", "valid", "test")
 OFFICIAL_TSV_COLUMNS = ("id", "rule_index", "question", "q_entity", "answer", "a_entity", "rule", "grounding")

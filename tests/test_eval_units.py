@@ -29,8 +29,9 @@ from kgengine.eval.protocols import (
     sample,
 )
 from kgengine.eval.runner import ResultLog, run_plan
+from kgengine.model import Question
 from kgengine.questions import grounding_head, load_question_set, read_brink_jsonl, read_official_tsv
-from kgengine.rag.base import Answer, Question, ScoredAnswer
+from kgengine.rag.base import Answer, ScoredAnswer
 
 
 # ---- question sets ----------------------------------------------------------------------------

@@ -92,6 +92,32 @@ def test_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to for layering: ``kgengine.rag.linking.ranking`` ->
+    ``kgengine.rag``; a top-level module is its own (``kgengine.store``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        package = package_of(module)
+        out.setdefault(package, set()).update(package_of(t) for t in targets if package_of(t) != package)
+    return out
+
+
+def test_no_package_cycle() -> None:
+    """No cycle between packages either (``questions`` importing ``rag.base`` while ``rag``
+    imports ``questions`` is one, though no two modules import each other)."""
+    assert cycles(package_graph(GRAPH)) == []
+
+
+def test_a_package_cycle_is_found() -> None:
+    modules = {"k.a.x": {"k.b.y"}, "k.b.y": set(), "k.b.z": {"k.a.w"}, "k.a.w": set()}
+    assert cycles(modules) == []  # no module cycle ...
+    assert cycles(package_graph(modules)) == [["k.a", "k.b"]]  # ... but a package cycle
+
+
 def test_the_cycle_finder_finds_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers.toy_kg import triples
+from kgengine.model import Question
 from kgengine.oxigraph_store import OxigraphStore
-from kgengine.rag.base import Question
-from kgengine.rag.linking import EntityNotFoundError, GraphEntityLinker
-from kgengine.rag.paths import pattern_of
+from kgengine.rag.linking.entities import EntityNotFoundError, GraphEntityLinker
+from kgengine.rag.linking.patterns import pattern_of
 
 # entities are named by their ids, as in MetaQA; "john krasinski" (a tag) and "John Krasinski"
 # (a person), "director" (a tag) beside directed_by, "Up" and "Go" (films named by plain words)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kgengine.model import Question
 from kgengine.questions import (
     QUESTION_READERS,
     Metric,
@@ -18,7 +19,6 @@ from kgengine.questions import (
     read_question_file,
     read_training,
 )
-from kgengine.rag.base import Question
 
 # (text, topic, answers, hard answer) of the set every writer writes
 SET = [

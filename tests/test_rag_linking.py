@@ -5,9 +5,8 @@ close matches for an entity that is not in the graph."""
 from __future__ import annotations
 
 import pytest
-from kgengine.model import Triple
-from kgengine.rag.base import Question
-from kgengine.rag.linking import EntityNotFoundError, GraphEntityLinker, search_entities
+from kgengine.model import Question, Triple
+from kgengine.rag.linking.entities import EntityNotFoundError, GraphEntityLinker, search_entities
 
 TRIPLES = [
     Triple("Q60", "located_in", "Q30"),
@@ -111,7 +110,7 @@ def test_entity_command_prints_matches_degrees_and_suggestions(tmp_path) -> None
 
 def test_a_name_in_the_text_wins_over_a_longer_question_word(oxigraph_store) -> None:
     from kgengine.model import Triple
-    from kgengine.rag.linking import GraphEntityLinker
+    from kgengine.rag.linking.entities import GraphEntityLinker
 
     # MetaQA-style: a tag entity 'director' beside the film; the question names both
     oxigraph_store.load("films", [Triple("Kismet", "directed_by", "William Dieterle"),

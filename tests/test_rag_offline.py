@@ -14,14 +14,17 @@ import pytest
 from helpers.toy_kg import triples
 from kgengine.loaders import read_dataset
 from kgengine.mining.io import read_rules
-from kgengine.model import Triple
-from kgengine.rag.base import Question
+from kgengine.model import Question, Triple
 from kgengine.rag.batch import answer_all, read_questions
-from kgengine.rag.linking import GraphEntityLinker
+from kgengine.rag.graph.memory import GraphAdjacency, body_answers
+from kgengine.rag.graph.steps import Step, parse_path
+from kgengine.rag.graph.store import StoreGraphView
+from kgengine.rag.linking.entities import GraphEntityLinker
+from kgengine.rag.linking.learning import PathModel, PatternPath, TrainingQuestion
+from kgengine.rag.linking.linker import LearnedRelationLinker, RelationLinker, ZeroShotLinker
+from kgengine.rag.linking.patterns import pattern_of
 from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.offline import OfflineAnswerer
-from kgengine.rag.paths import GraphAdjacency, PatternPath, Step, body_answers, parse_path, pattern_of
-from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker
 from kgengine.rag.rules import RuleSet, load_rules, noisy_or
 
 FAMILY_RULES = Path(kgengine.brink.__file__).parent / "data" / "family_amie3_len3.tsv"
@@ -29,8 +32,10 @@ FAMILY_RULES = Path(kgengine.brink.__file__).parent / "data" / "family_amie3_len
 
 def _answerer(store, graph: str, model: PathModel | None, rules: RuleSet | None,
               method: str = "offline") -> OfflineAnswerer:
-    return OfflineAnswerer(store, graph, GraphEntityLinker(store, graph),
-                           RelationLinker(ZeroShotLinker(store, graph, model=model), model), rules, method)
+    view = StoreGraphView(store, graph)
+    zero_shot = ZeroShotLinker(view, model=model)
+    linker: RelationLinker = zero_shot if model is None else LearnedRelationLinker(zero_shot, model)
+    return OfflineAnswerer(view, GraphEntityLinker(store, graph), linker, rules, method)
 
 
 # ---- Family: a removed triple comes back through a mined rule ------------------------------
@@ -169,13 +174,13 @@ def test_zero_shot_linking_on_unseen_relation_names(oxigraph_store, tmp_path, qu
 def test_zero_shot_with_embeddings_of_the_real_model(oxigraph_store) -> None:
     """With no shared word ('money' vs 'currency'), the sentence embeddings link it."""
     oxigraph_store.load("countries", COUNTRIES, dataset="countries")
-    lexical = ZeroShotLinker(oxigraph_store, "countries")
+    lexical = ZeroShotLinker(StoreGraphView(oxigraph_store, "countries"))
     without = lexical.rank("what money do people pay with in <e>", "Freedonia")
     assert all(dict(r.parts).get("step 1", 0) < 0 for r in without)  # no word names a relation
     from kgengine.rag.embeddings import normalised_encoder as _encoder
 
-    linker = ZeroShotLinker(oxigraph_store, "countries", encoder=_encoder(None))
-    linked = linker.link("what money do people pay with in <e>", "Freedonia")
+    linker = ZeroShotLinker(StoreGraphView(oxigraph_store, "countries"), encoder=_encoder(None))
+    linked = linker.link_pattern("what money do people pay with in <e>", "Freedonia")
     assert linked.path == parse_path(["official_currency"])
 
 
@@ -271,8 +276,8 @@ def test_calibration_learns_a_cut_between_a_sound_and_a_noisy_rule(oxigraph_stor
     answerer.min_score = 0.5
     before = {a.id for a in answerer.answer(Question("Who does m3 manage?", "m3")).answers}
     assert {"p20", "p21"} <= before  # m4's reports, through the noisy rule (0.6 >= 0.5)
-    training = [(f"Who does m{i} manage?", f"m{i}", f"m{i}", frozenset(f"p{5 * i + k}" for k in range(5)))
-                for i in range(30)]
+    training = [TrainingQuestion(f"Who does m{i} manage?", f"m{i}", pattern, f"m{i}",
+                                 frozenset(f"p{5 * i + k}" for k in range(5))) for i in range(30)]
     cuts = calibrate(answerer, training)
     # 0.95 keeps the sound rule's recovered reports and drops the noisy rule's candidates;
     # every cut up to 0.6 keeps the noise, 0.98 and direct-only lose the removed reports

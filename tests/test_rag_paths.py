@@ -9,22 +9,11 @@ import pytest
 from helpers.toy_kg import triples
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
-from kgengine.rag.paths import (
-    Example,
-    GraphAdjacency,
-    PatternIndex,
-    Step,
-    body_answers,
-    enumerate_paths,
-    format_path,
-    learn_patterns,
-    lexical_relation_score,
-    parse_path,
-    pattern_of,
-    question_words,
-    reach,
-    relation_words,
-)
+from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView, body_answers, enumerate_paths, reach
+from kgengine.rag.graph.steps import Step, format_path, parse_path
+from kgengine.rag.linking.learning import Example, learn_patterns
+from kgengine.rag.linking.patterns import PatternIndex, pattern_of
+from kgengine.rag.linking.words import lexical_relation_score, question_words, relation_words
 
 # a tiny movie KB: two films by one director, actors, a language
 MOVIES = [*triples("""
@@ -89,7 +78,7 @@ def test_learn_patterns_finds_the_path_reaching_the_gold(movies: GraphAdjacency)
         Example("who directed <e>", "Heat", frozenset({"Mann"})),
         Example("who directed <e>", "Alien", frozenset({"Scott"})),
     ]
-    learned = learn_patterns(movies, examples, max_hops=2)
+    learned = learn_patterns(MemoryGraphView(movies, str), examples, max_hops=2)
     assert format_path(learned["who starred in films directed by <e>"].path) == [
         "^directed_by", "starred_actors"]
     assert learned["who starred in films directed by <e>"].score == pytest.approx(1.0)
@@ -101,11 +90,11 @@ def test_learning_prefers_the_precise_path_and_the_hop_count(movies: GraphAdjace
     # "films in the same language as Heat": ^in_language after in_language reaches exactly
     # the gold; the MetaQA hop count (2) rules out one-step paths
     examples = [Example("films like <e>", "Heat", frozenset({"Collateral", "Alien"}), hops=2)]
-    learned = learn_patterns(movies, examples)
+    learned = learn_patterns(MemoryGraphView(movies, str), examples)
     assert format_path(learned["films like <e>"].path) == ["in_language", "^in_language"]
     # partial overlap scores F1: one of two gold reached with one extra answer = 0.5
     partial = [Example("q <e>", "Heat", frozenset({"Collateral", "Nowhere"}), hops=2)]
-    best = learn_patterns(movies, partial)["q <e>"]
+    best = learn_patterns(MemoryGraphView(movies, str), partial)["q <e>"]
     assert best.score == pytest.approx(2 * 1 / (1 + 2))  # directed_by/^directed_by: {Collateral}
 
 
@@ -126,10 +115,10 @@ def test_rule_reach_lets_a_step_learn_its_relation_without_its_triple() -> None:
                 Example(pattern, "e", frozenset({"f"}), hops=1)]
     # without rules: husband reaches 2 of 3 (not a's), so does ^wife (not e's): the tie goes
     # to the path text, ^wife
-    without = learn_patterns(kg, examples)[pattern]
+    without = learn_patterns(MemoryGraphView(kg, str), examples)[pattern]
     assert format_path(without.path) == ["^wife"] and without.score == pytest.approx(2 / 3)
     # with the rule, husband also answers a: 3 of 3
-    learned = learn_patterns(kg, examples, rule_reach=rule_reach)[pattern]
+    learned = learn_patterns(MemoryGraphView(kg, str), examples, rule_reach=rule_reach)[pattern]
     assert format_path(learned.path) == ["husband"] and learned.score == pytest.approx(1.0)
 
 
@@ -173,7 +162,7 @@ def test_lexical_relation_score() -> None:
 
 
 def test_path_classifier_composes_the_slots_of_known_patterns() -> None:
-    from kgengine.rag.paths import PathClassifier
+    from kgengine.rag.linking.classifier import PathClassifier
 
     learned = {
         "the films that share actors with <e> were in which genres":

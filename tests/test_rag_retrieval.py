@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 from helpers.toy_kg import triples
-from kgengine.model import Direction, Triple
+from kgengine.model import Direction, Question, Triple
 from kgengine.oxigraph_store import OxigraphStore
-from kgengine.rag.base import Question
 from kgengine.rag.retrieval import KHopRetriever, RetrievalError
 
 T = Triple

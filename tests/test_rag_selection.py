@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.toy_kg import triples
-from kgengine.model import Triple
+from kgengine.model import Question, Triple
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.rag import embeddings, selection
-from kgengine.rag.base import Question
 from kgengine.rag.embeddings import (
     DEFAULT_MODEL,
     EmbeddingError,

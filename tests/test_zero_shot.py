@@ -17,21 +17,17 @@ import numpy as np
 import pytest
 from helpers.toy_kg import triples
 from helpers.zero_shot_kgs import CODES, FREEBASE, ZERO_SHOT_KGS, ZeroShotKG
+from kgengine.model import Question
 from kgengine.oxigraph_store import OxigraphStore
-from kgengine.rag.base import Question
+from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView
+from kgengine.rag.graph.steps import parse_path
+from kgengine.rag.graph.store import StoreGraphView
+from kgengine.rag.linking.cues import QuestionCues, RelationCues, answer_type, expected_direction
+from kgengine.rag.linking.learning import PathModel, PatternPath
+from kgengine.rag.linking.linker import LearnedRelationLinker, ZeroShotLinker
+from kgengine.rag.linking.ranking import PathRanker
+from kgengine.rag.linking.vocabulary import VocabularyMap, WordAssociations
 from kgengine.rag.methods import AnswerSettings, build_answerer
-from kgengine.rag.paths import GraphAdjacency, PatternPath, parse_path
-from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker
-from kgengine.rag.zero_shot import (
-    AdjacencySteps,
-    PathRanker,
-    QuestionCues,
-    RelationCues,
-    VocabularyMap,
-    WordAssociations,
-    answer_type,
-    expected_direction,
-)
 
 
 @pytest.fixture(params=["oxigraph", pytest.param("neo4j", marks=pytest.mark.neo4j)])
@@ -83,8 +79,8 @@ def test_every_phrasing_with_the_real_embedding_model(kg: ZeroShotKG, tmp_path) 
         store.close()
 
 
-def _ranker(kg_triples, **kwargs: Any) -> tuple[PathRanker, AdjacencySteps]:
-    return PathRanker(**kwargs), AdjacencySteps(GraphAdjacency(kg_triples))
+def _ranker(kg_triples, **kwargs: Any) -> tuple[PathRanker, MemoryGraphView]:
+    return PathRanker(**kwargs), MemoryGraphView(GraphAdjacency(kg_triples), str)
 
 
 def test_a_code_named_verbatim_wins_one_hop_over_codes_that_share_its_word() -> None:
@@ -177,8 +173,8 @@ def test_paths_are_grounded_and_hop_count_follows_the_named_relations() -> None:
 
 def test_the_reasoning_says_how_the_path_was_ranked(oxigraph_store) -> None:
     oxigraph_store.load("codes", CODES.triples, dataset="tsv")
-    linker = ZeroShotLinker(oxigraph_store, "codes")
-    linked = linker.link("what treats_4 <e>?", "Disease1")
+    linker = ZeroShotLinker(StoreGraphView(oxigraph_store, "codes"))
+    linked = linker.link_pattern("what treats_4 <e>?", "Disease1")
     assert linked.path == parse_path(["^treats_4"])
     described = linked.describe()
     assert "grounded paths" in described and "named verbatim" in described
@@ -213,21 +209,22 @@ def test_a_reworded_question_finds_its_learned_pattern(oxigraph_store) -> None:
     oxigraph_store.load("films", kg, dataset="tsv")
     model = PathModel({"who wrote <e>": PatternPath(parse_path(["written_by"]), 1.0, 3)}, ["train.txt"])
     table = {"wrote": [1.0, 0.0, 0.0, 0.0], "penned": [0.95, 0.05, 0.0, 0.0]}
-    zero_shot = ZeroShotLinker(oxigraph_store, "films", encoder=_encoder(table), model=model)
-    linked = RelationLinker(zero_shot, model).link("who penned Heat", "Heat", "Heat")
+    zero_shot = ZeroShotLinker(StoreGraphView(oxigraph_store, "films"), encoder=_encoder(table), model=model)
+    linked = LearnedRelationLinker(zero_shot, model).link("who penned Heat", "Heat", "Heat")
     assert (linked.path, linked.learned_from) == (parse_path(["written_by"]), "train")
     assert "'penned' ~ 'wrote'" in linked.describe()
 
 
 def test_a_learned_path_that_finds_nothing_falls_back_to_the_ranking_and_says_so(oxigraph_store) -> None:
-    from kgengine.rag.linking import GraphEntityLinker
+    from kgengine.rag.linking.entities import GraphEntityLinker
     from kgengine.rag.offline import OfflineAnswerer
 
     oxigraph_store.load("codes", CODES.triples, dataset="tsv")
     # learned: a path the topic has no edge for
     model = PathModel({"what causes_12 <e>?": PatternPath(parse_path(["treats_4"]), 1.0, 3)}, ["train"])
-    linker = RelationLinker(ZeroShotLinker(oxigraph_store, "codes", model=model), model)
-    answerer = OfflineAnswerer(oxigraph_store, "codes", GraphEntityLinker(oxigraph_store, "codes"), linker)
+    view = StoreGraphView(oxigraph_store, "codes")
+    linker = LearnedRelationLinker(ZeroShotLinker(view, model=model), model)
+    answerer = OfflineAnswerer(view, GraphEntityLinker(oxigraph_store, "codes"), linker)
     answer = answerer.answer(Question("What causes_12 Disease1?", "Disease1"))
     assert answer.relation_path == ["^causes_12"] and [a.id for a in answer.answers] == ["Gene1"]
     assert answer.learned_from == "zero-shot"  # not "train": the header says what found the answers

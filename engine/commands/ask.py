@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,8 @@ from kgengine.cli_common import (
     store_option,
 )
 from kgengine.errors import KGEngineError
-from kgengine.rag.base import Answer, Question
+from kgengine.model import Question
+from kgengine.rag.base import Answer
 from kgengine.rag.methods import (
     DEFAULT_HOPS,
     DEFAULT_TOP_K,
@@ -32,7 +33,6 @@ from kgengine.rag.methods import (
     settings_with,
     split_options,
 )
-from kgengine.rag.relations import split_train_paths
 from kgengine.store import resolve_graph
 from kgengine.surface import Surface, parse_surface
 
@@ -105,7 +105,7 @@ def ask(question: str | None, entity: str | None, graph: str | None, store_locat
     method = method or default_method(True if (llm_base_url or llm_model) else None)
     shared, options = split_options(method, parse_key_values(method_options))
     settings = settings_with(AnswerSettings(
-        hops=hops, top_k=top_k, rules_path=rules_path, train_paths=tuple(split_train_paths(train)),
+        hops=hops, top_k=top_k, rules_path=rules_path, train_paths=tuple(_split_train_paths(train)),
         # as given: the answered graph's own ids
         labels=parse_surface(labels or Surface.DATASET), embedding_model=embedding_model,
         llm_base_url=llm_base_url, llm_model=llm_model, llm_cache=llm_cache), shared)
@@ -191,3 +191,11 @@ def render(answer: Answer) -> None:
 
 
 __all__ = ["ask", "KGEngineError"]
+
+
+def _split_train_paths(values: Sequence[str | Path]) -> list[Path]:
+    """``--train`` values; each may list several files separated by commas."""
+    out: list[Path] = []
+    for value in values:
+        out += [Path(v) for v in str(value).split(",") if v.strip()]
+    return out

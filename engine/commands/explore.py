@@ -23,7 +23,7 @@ from kgengine.errors import KGEngineError
 from kgengine.fsutil import atomic_write
 from kgengine.model import Direction, Entity, Triple
 from kgengine.progress import PhaseLog, Reporter, progress_bar
-from kgengine.rag.linking import EntityMatch, GraphEntityLinker, search_entities
+from kgengine.rag.linking.entities import EntityMatch, GraphEntityLinker, search_entities
 from kgengine.store import resolve_graph
 from kgengine.terms import RDFS_LABEL, entities_graph_iri, entity_iri, graph_iri, relation_iri
 from rich.console import Console

@@ -36,8 +36,8 @@ from kgengine.eval.runner import (
     store_factory,
 )
 from kgengine.questions import QuestionRecord, QuestionSet, load_question_set
+from kgengine.rag.linking.patterns import pattern_of
 from kgengine.rag.methods import Need, check_methods, method_spec, parse_key_values
-from kgengine.rag.paths import pattern_of
 from kgengine.store import KGStore
 
 Log = Callable[[str], None]

@@ -15,20 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kgengine.errors import KGEngineError, ServiceError
-from kgengine.model import Triple
+from kgengine.model import Question, Triple
 
 USAGE_KEYS = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")
 # the one default of each setting every method shares (kgengine.rag.methods.AnswerSettings)
 DEFAULT_HOPS = 3  # most hops of a relation path; k-hop retrieval depth
 DEFAULT_TOP_K = 20  # triples put in front of an LLM
-
-
-@dataclass(frozen=True)
-class Question:
-    """What an answerer may see of a question record: its text and topic entity."""
-
-    text: str
-    topic_entity: str | None = None  # the entity id in the answered graph, when known
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kgengine.model import Question
 from kgengine.progress import progress_bar
 from kgengine.questions import read_question_file
-from kgengine.rag.base import Answerer, Question, answer_or_error
+from kgengine.rag.base import Answerer, answer_or_error
 
 
 def read_questions(path: Path, allow_empty: bool = False) -> list[tuple[Any, Question]]:

@@ -27,7 +27,7 @@ from functools import cache
 from importlib import import_module
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgengine.errors import KGEngineError
 from kgengine.rag.base import DEFAULT_HOPS, DEFAULT_TOP_K, Answerer
@@ -35,6 +35,18 @@ from kgengine.rag.rules import DEFAULT_MAX_LEN
 from kgengine.store import KGStore, resolve_graph
 from kgengine.surface import Surface, parse_surface
 
+if TYPE_CHECKING:  # the parts' modules are imported when a method first asks for them
+    from kgengine.llm import LLM
+    from kgengine.rag.graph.memory import MemoryGraphView
+    from kgengine.rag.graph.view import GraphView
+    from kgengine.rag.linking.entities import GraphEntityLinker
+    from kgengine.rag.linking.learning import TrainingSplit
+    from kgengine.rag.retrieval import KHopRetriever
+    from kgengine.rag.rules import RuleSet
+    from kgengine.rag.selection import EmbeddingSelector
+    from kgengine.rag.verbalise import SurfaceForms
+
+T = TypeVar("T")
 ENTRY_POINT_GROUP = "kgengine.methods"
 
 # name -> "module:attribute" of its MethodSpec: the one place a built-in method is named
@@ -294,11 +306,20 @@ def _fields_of(instance: Any) -> dict[str, Any]:
 
 
 # ---- building -----------------------------------------------------------------------------------
+# The graph is read into memory for the answerers' later questions (a batch: reading it once is
+# cheaper than thousands of queries; FB15k-237's BRINK test split: 212 s warm before, most of it
+# rule queries) when it has at most IN_MEMORY_MAX_TRIPLES (about 0.5 kB a triple), after
+# IN_MEMORY_AFTER questions (one `kgengine ask` never reads the whole graph).
+IN_MEMORY_AFTER = 1
+IN_MEMORY_MAX_TRIPLES = 2_000_000
+
+
 @dataclass
 class MethodContext:
-    """What a method's builder gets: the graph and the shared settings, and the shared parts
-    built on demand (and once): entity linker, rules, surface forms, LLM, retriever,
-    selector. Resources that must be released (a local LLM server) go on ``resources``."""
+    """What a method's builder gets: the graph and the shared settings, and the shared parts,
+    each built on demand and once: the graph view, entity linker, rules, the training split,
+    surface forms, LLM, retriever, selector. Resources that must be released (a local LLM
+    server) go on ``resources``; a caller may give its own ``llm``."""
 
     store: KGStore
     graph: str
@@ -307,50 +328,86 @@ class MethodContext:
     log: Log = _quiet
     progress: Progress | None = None
     resources: ExitStack = field(default_factory=ExitStack)
-    parts: dict[str, Any] = field(default_factory=dict)  # built once each; a caller may put its own
+    given_llm: LLM | None = None
+    _built: dict[str, object] = field(default_factory=dict, repr=False)
+    _view: GraphView | None = field(default=None, repr=False)
 
-    def _once(self, key: str, make: Callable[[], Any]) -> Any:
-        if key not in self.parts:
-            self.parts[key] = make()
-        return self.parts[key]
+    def _once(self, key: str, kind: type[T], make: Callable[[], T]) -> T:
+        if key not in self._built:
+            self._built[key] = make()
+        found = self._built[key]
+        assert isinstance(found, kind)
+        return found
 
-    def linker(self) -> Any:
-        from kgengine.rag.linking import GraphEntityLinker
+    def graph_view(self) -> GraphView:
+        """How the answerer reads the graph, chosen once: in memory when it is there already
+        (learning read it), else the store's named queries, handing over to the graph in
+        memory after the first question where it fits (:class:`HandoverGraphView`)."""
+        from kgengine.rag.graph.store import StoreGraphView
+        from kgengine.rag.graph.view import HandoverGraphView
 
-        return self._once("linker", lambda: GraphEntityLinker(self.store, self.graph))
+        if self._view is None:
+            info = self.store.graph_info(self.graph)
+            if "adjacency" in self._built:
+                self._view = self.memory_view()
+            elif info is None or info.triples > IN_MEMORY_MAX_TRIPLES:
+                self._view = StoreGraphView(self.store, self.graph)
+            else:
+                self._view = HandoverGraphView(StoreGraphView(self.store, self.graph), self.memory_view,
+                                               after=IN_MEMORY_AFTER)
+        return self._view
 
-    def rules(self) -> Any:
-        from kgengine.rag.rules import load_rules
+    def memory_view(self) -> MemoryGraphView:
+        """The graph in memory (learning paths, planning, a batch's later questions)."""
+        from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView
 
-        def make() -> Any:
+        def make() -> MemoryGraphView:
+            adjacency = self._once("adjacency", GraphAdjacency,
+                                   lambda: GraphAdjacency(self.store.triples(self.graph)))
+            return MemoryGraphView(adjacency, self.store.order_key)
+
+        return self._once("memory_view", MemoryGraphView, make)
+
+    def linker(self) -> GraphEntityLinker:
+        from kgengine.rag.linking.entities import GraphEntityLinker
+
+        return self._once("linker", GraphEntityLinker, lambda: GraphEntityLinker(self.store, self.graph))
+
+    def rules(self) -> RuleSet:
+        from kgengine.rag.rules import RuleSet, load_rules
+
+        def make() -> RuleSet:
             s = self.settings
             rules = load_rules(self.store, self.graph, s.rules_path, max_len=s.rules_max_len,
                                cache_dir=s.cache_dir, threads=s.threads, log=self.log)
             self.log(f"rules: {rules.description}")
             return rules
 
-        return self._once("rules", make)
+        return self._once("rules", RuleSet, make)
 
-    def adjacency(self) -> Any:
-        """The graph in memory as entity -> step -> neighbours (learning paths, planning)."""
-        from kgengine.rag.paths import GraphAdjacency
+    def training_split(self) -> TrainingSplit:
+        """The training files' questions, read once, resolved on the graph by the entity linker."""
+        from kgengine.rag.linking.learning import TrainingSplit, read_training_split
 
-        return self._once("adjacency", lambda: GraphAdjacency(self.store.triples(self.graph)))
+        return self._once("training", TrainingSplit,
+                          lambda: read_training_split(self.settings.train_paths, self.linker().lookup))
 
-    def surface(self) -> Any:
+    def surface(self) -> SurfaceForms:
         from kgengine.rag.verbalise import SurfaceForms
 
-        return self._once("surface", lambda: SurfaceForms.from_store(self.store, self.graph,
-                                                                     self.settings.labels))
+        return self._once("surface", SurfaceForms, lambda: SurfaceForms.from_store(self.store, self.graph,
+                                                                                   self.settings.labels))
 
-    def llm(self) -> Any:
-        """The configured OpenAI-compatible endpoint; with none configured and the
-        ``local-llm`` extra installed, the packaged model started for this run (stopped when
-        ``resources`` closes; said on the log)."""
+    def llm(self) -> LLM:
+        """The LLM given, else the configured OpenAI-compatible endpoint; with none configured
+        and the ``local-llm`` extra installed, the packaged model started for this run
+        (stopped when ``resources`` closes; said on the log)."""
+        if self.given_llm is not None:
+            return self.given_llm
         from kgengine.llm.client import OpenAICompatibleLLM
         from kgengine.llm.local import local_endpoint
 
-        def make() -> Any:
+        def make() -> OpenAICompatibleLLM:
             s = self.settings
             overrides: dict[str, Any] = {"model": s.llm_model, "base_url": s.llm_base_url,
                                          "api_key": s.llm_api_key, "timeout": s.llm_timeout,
@@ -364,27 +421,27 @@ class MethodContext:
             llm.check()  # a dead endpoint fails here, not after the preparation or per question
             return llm
 
-        return self._once("llm", make)
+        return self._once("llm", OpenAICompatibleLLM, make)
 
-    def retriever(self, direction: str = "both", hub_cap: int | None = None) -> Any:
+    def retriever(self, direction: str = "both", hub_cap: int | None = None) -> KHopRetriever:
         from kgengine.model import Direction
         from kgengine.rag.retrieval import KHopRetriever
 
-        def make() -> Any:
+        def make() -> KHopRetriever:
             retrieval: dict[str, Any] = {"hops": self.settings.hops, "direction": Direction(direction)}
             if hub_cap is not None:
                 retrieval["hub_cap"] = hub_cap
             return KHopRetriever(self.store, self.graph, **retrieval)
 
-        return self._once(f"retriever/{direction}/{hub_cap}", make)
+        return self._once(f"retriever/{direction}/{hub_cap}", KHopRetriever, make)
 
-    def selector(self, whole_graph: bool = False) -> Any:
+    def selector(self, whole_graph: bool = False) -> EmbeddingSelector:
         """Embedding top-K selection. The triples a question retrieves are embedded when first
         met and remembered (per triple); ``whole_graph`` embeds the whole graph first into the
         on-disk cache (worth it for many questions over one graph)."""
         from kgengine.rag.selection import EmbeddingSelector
 
-        return self._once(f"selector/{whole_graph}", lambda: EmbeddingSelector(
+        return self._once(f"selector/{whole_graph}", EmbeddingSelector, lambda: EmbeddingSelector(
             self.store, self.graph, model=self.settings.embedding_model, surface=self.settings.labels,
             build=whole_graph))
 
@@ -392,7 +449,7 @@ class MethodContext:
 def build_answerer(store: KGStore, graph: str | None, method: str,
                    settings: AnswerSettings = AnswerSettings(), options: Any = None, *,
                    log: Log = _quiet, progress: Progress | None = None,
-                   resources: ExitStack | None = None, llm: Any = None) -> Answerer:
+                   resources: ExitStack | None = None, llm: LLM | None = None) -> Answerer:
     """The answerer of ``method`` for ``graph`` of ``store``. ``options``: the method's own
     options (an instance of its dataclass, a mapping of KEY=VALUE settings, or None for its
     defaults). ``llm``: an :class:`kgengine.llm.LLM` to use instead of the configured endpoint
@@ -408,9 +465,7 @@ def build_answerer(store: KGStore, graph: str | None, method: str,
                             f"{type(options).__name__}")
     graph = resolve_graph(store, graph)  # the graph named, or the store's only one
     context = MethodContext(store, graph, method, settings, log, progress,
-                            resources if resources is not None else ExitStack())
-    if llm is not None:
-        context.parts["llm"] = llm
+                            resources if resources is not None else ExitStack(), llm)
     return spec.build(context, options)
 
 

@@ -1,9 +1,10 @@
 """The offline answerer (no LLM): linked relation path + rule-guided candidates.
 
-1. The topic is linked (:mod:`kgengine.rag.linking`), the question to a relation path
-   (:mod:`kgengine.rag.relations`).
-2. *Direct answers*: the path is followed from the topic through the ``answer_step_*`` named
-   queries (the topic is never revisited at a middle hop nor answered). Each gets score 1.
+1. The topic is linked (:mod:`kgengine.rag.linking.entities`), the question to a relation
+   path (a :class:`kgengine.rag.linking.linker.RelationLinker`).
+2. *Direct answers*: the path is followed from the topic on the answerer's
+   :class:`~kgengine.rag.graph.view.GraphView` (the topic is never revisited at a middle hop
+   nor answered). Each gets score 1.
    When neither the path nor its rules find anything (a KB lacking an edge, a prediction
    about films for a person), the linked pattern's alternative paths are tried in turn (a
    learned pattern's next-best paths; an unseen pattern's next likeliest predictions), then
@@ -26,80 +27,28 @@ PCA confidence) that turned it into the answer, or no rule for a direct path."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.fsutil import write_text_atomically
 from kgengine.mining.io import MinedRule
-from kgengine.model import Entity, Relation, Triple
-from kgengine.questions import read_training
-from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, Question, ScoredAnswer, Timings
+from kgengine.model import Question
+from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, ScoredAnswer, Timings
 from kgengine.rag.embeddings import LazyEncoder, embeddings_available
-from kgengine.rag.linking import GraphEntityLinker
+from kgengine.rag.graph.steps import RelationPath, Step, format_path, parse_step
+from kgengine.rag.graph.view import GraphView, HandoverGraphView, follow_path, question_started
+from kgengine.rag.linking.entities import GraphEntityLinker
+from kgengine.rag.linking.learning import PathModel, TrainingQuestion, learn_model, training_stamp
+from kgengine.rag.linking.linker import LearnedRelationLinker, RelationLinker, ZeroShotLinker
+from kgengine.rag.linking.vocabulary import Encoder
 from kgengine.rag.methods import MethodContext, MethodSpec, Need, Progress
-from kgengine.rag.paths import GraphAdjacency, RelationPath, Step, format_path, parse_step, pattern_of
-from kgengine.rag.relations import PathModel, RelationLinker, ZeroShotLinker, learn_model, training_stamp
-from kgengine.rag.rules import (
-    RULE_LIMIT,
-    RuleSet,
-    bind_topic,
-    noisy_or,
-    rule_answers_in_memory,
-    rule_candidates,
-)
-from kgengine.rag.zero_shot import Encoder
-from kgengine.store import KGStore, short_digest
+from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates, rule_scores
+from kgengine.store import short_digest
 
 DIRECT_SCORE = 1.0
-# The rules' groundings move from store queries to the graph in memory once more than this
-# many questions ran them through the store (a batch: reading the graph once is cheaper than
-# thousands of rule queries; FB15k-237's BRINK test split: 212 s warm before, most of it
-# those queries), for graphs of at most IN_MEMORY_MAX_TRIPLES (its memory is ~0.5 kB a triple).
-IN_MEMORY_AFTER = 1
-IN_MEMORY_MAX_TRIPLES = 2_000_000
-
-
-@dataclass
-class PathResult:
-    answers: dict[str, list[tuple[Triple, ...]]]  # answer -> grounded paths (a few)
-    counts: dict[str, int]  # answer -> number of grounded paths reaching it
-
-
-def follow_path(store: KGStore, graph: str, topic: str, path: RelationPath,
-                evidence_per_answer: int = 3, max_frontier: int = 20_000) -> PathResult:
-    """Follow ``path`` from ``topic`` hop by hop (one query per hop for the whole frontier).
-    Paths are counted exactly; a few are kept per entity as evidence."""
-    # entity -> (paths reaching it [kept few], number of paths)
-    current: dict[str, tuple[list[tuple[Triple, ...]], int]] = {topic: ([()], 1)}
-    for step in path:
-        if not current or len(current) > max_frontier:
-            current = {}
-            break
-        name, var = ("answer_step_in", "t") if step.inverse else ("answer_step_out", "h")
-        rows = store.run(name, graph, r=Relation(step.relation), **{var: [Entity(e) for e in current]})
-        following: dict[str, tuple[list[tuple[Triple, ...]], int]] = {}
-        for row in rows:
-            head, tail = row["h"], row["t"]
-            source, target = (tail, head) if step.inverse else (head, tail)
-            if target == topic or source not in current:
-                continue
-            paths, count = current[source]
-            kept, total = following.get(target, ([], 0))
-            for p in paths:
-                if len(kept) >= evidence_per_answer:
-                    break
-                kept.append((*p, Triple(head, step.relation, tail)))
-            following[target] = (kept, total + count)
-        current = following
-    current.pop(topic, None)
-    if not path:
-        current = {}
-    return PathResult({e: v[0] for e, v in current.items()}, {e: v[1] for e, v in current.items()})
 
 
 _TOPIC_SOURCES = {"topic entity": "given as the topic", "[bracket]": "the [bracketed] name",
@@ -120,8 +69,7 @@ def describe_topic(linked: LinkedEntity) -> str:
 
 @dataclass
 class OfflineAnswerer(BaseAnswerer):
-    store: KGStore
-    graph: str
+    view: GraphView  # how the graph is read (kgengine.rag.methods.MethodContext.graph_view)
     entity_linker: GraphEntityLinker
     relation_linker: RelationLinker
     rules: RuleSet | None = None
@@ -133,16 +81,10 @@ class OfflineAnswerer(BaseAnswerer):
     # per step, the cut learned on the training split (calibrate); min_score elsewhere
     thresholds: dict[Step, float] = field(default_factory=dict)
     rule_guided: bool = False  # the rules' candidates first; the direct path only where no rule applies
-    # the graph in memory where learning built it: the rules' groundings are found there
-    # (the store's rows, in its order), not by one store query per rule; else built by
-    # ``graph_loader`` once IN_MEMORY_AFTER questions ran their rules through the store
-    graph_in_memory: GraphAdjacency | None = None
-    graph_loader: Callable[[], GraphAdjacency] | None = None
-    _store_rule_runs: int = field(default=0, repr=False, compare=False)
-    _loading: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get_answer(self, question: Question, linked_entity: LinkedEntity | None, steps: Timings) -> Answer:
         assert linked_entity is not None  # needs_topic
+        question_started(self.view)
         timings = steps.ms
         topic = linked_entity.id
         with steps.step("link_relation_ms"):
@@ -162,7 +104,7 @@ class OfflineAnswerer(BaseAnswerer):
                              f"{' / '.join(format_path(path))} ({what} {score:.2f})")
             candidates = self.candidates(topic, path, reasoning, timings)
         if not candidates and linked.learned_from != "zero-shot":
-            zero_shot = self.relation_linker.zero_shot.link(linked.pattern, topic)
+            zero_shot = self.relation_linker.link_by_ranking(linked.pattern, topic)
             if zero_shot.path and zero_shot.path != path:
                 path, learned_from = zero_shot.path, zero_shot.learned_from
                 reasoning.append(f"nothing found; zero-shot: {zero_shot.describe()}")
@@ -199,7 +141,7 @@ class OfflineAnswerer(BaseAnswerer):
         step_rules, use_direct = self._sources(path)
         mark = time.perf_counter()
         if use_direct and path:
-            result = follow_path(self.store, self.graph, topic, path, self.evidence_per_answer)
+            result = follow_path(self.view, topic, path, self.evidence_per_answer)
             for entity, paths in result.answers.items():
                 c = candidates.setdefault(entity, Candidate())
                 c.direct = True
@@ -208,13 +150,13 @@ class OfflineAnswerer(BaseAnswerer):
             found = len(result.answers)
             reasoning.append(f"followed {' / '.join(format_path(path))} from {topic}: "
                              f"{found} direct answer{'' if found == 1 else 's'}")
-        timings["direct_ms"] = _ms(mark)
+        # added, not set: a question that tries next-best paths reports all its attempts
+        timings["direct_ms"] = timings.get("direct_ms", 0.0) + _ms(mark)
         mark = time.perf_counter()
         if step_rules:
             assert self.rules is not None
-            derived = rule_candidates(self.store, self.graph, topic, path[0], step_rules,
-                                      evidence_per_answer=self.evidence_per_answer,
-                                      graph_in_memory=self._rule_graph())
+            derived = rule_candidates(self.view, topic, path[0], step_rules,
+                                      evidence_per_answer=self.evidence_per_answer)
             for entity, found in derived.items():
                 c = candidates.setdefault(entity, Candidate())
                 c.rules.update(found.rules)
@@ -223,7 +165,7 @@ class OfflineAnswerer(BaseAnswerer):
             reasoning.append(f"ran {len(step_rules)} rules with head {path[0].relation} from "
                              f"{topic}: {len(derived)} candidates"
                              f" ({self.rules.origin})")
-        timings["rules_ms"] = _ms(mark)
+        timings["rules_ms"] = timings.get("rules_ms", 0.0) + _ms(mark)
         return candidates
 
     def _sources(self, path: RelationPath) -> tuple[list[MinedRule], bool]:
@@ -234,32 +176,15 @@ class OfflineAnswerer(BaseAnswerer):
 
     def candidate_scores(self, topic: str, step: Step) -> dict[str, tuple[bool, float]]:
         """Per candidate of the one-step path: (a direct answer, its score), as
-        :meth:`candidates` gives them, without evidence; from the graph in memory when there
-        is one (calibration asks this of thousands of training questions)."""
-        graph = self.graph_in_memory
-        if graph is None:
-            return {e: (c.direct, c.score) for e, c in self.candidates(topic, (step,)).items()}
+        :meth:`candidates` gives them, without evidence (calibration asks this of thousands
+        of training questions)."""
         step_rules, use_direct = self._sources((step,))
-        direct = set(graph.neighbours(topic, step)) - {topic} if use_direct else set()
-        derived: dict[str, list[float]] = {}
-        for mined in step_rules:
-            bound, answer_var = bind_topic(mined.rule, step, topic)
-            for answer in rule_answers_in_memory(graph, bound, answer_var, self.store.order_key, RULE_LIMIT):
-                if answer != topic:
-                    derived.setdefault(answer, []).append(mined.pca_confidence)
+        direct = self.view.follow([topic], step) - {topic} if use_direct else set()
         scores = {e: (True, DIRECT_SCORE) for e in direct}
-        for entity, confidences in derived.items():
+        for entity, score in rule_scores(self.view, topic, step, step_rules).items():
             if entity not in direct:
-                scores[entity] = (False, noisy_or(confidences))
+                scores[entity] = (False, score)
         return scores
-
-    def _rule_graph(self) -> GraphAdjacency | None:
-        if self.graph_in_memory is None and self.graph_loader is not None:
-            with self._loading:
-                self._store_rule_runs += 1
-                if self._store_rule_runs > IN_MEMORY_AFTER and self.graph_in_memory is None:
-                    self.graph_in_memory = self.graph_loader()
-        return self.graph_in_memory
 
     def rank(self, candidates: dict[str, Candidate], threshold: float) -> list[ScoredAnswer]:
         scored = []
@@ -287,21 +212,23 @@ class Candidate:
 
 
 # the cuts tried by calibration; 1.01 keeps direct answers only
+CALIBRATION_PER_PATTERN = 25  # training questions per pattern a cut is learned on
 THRESHOLD_GRID = (0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01)
 
 
-def calibrate(answerer: OfflineAnswerer, examples: Sequence[tuple[str, str | None, str, frozenset[str]]],
+def calibrate(answerer: OfflineAnswerer, examples: Sequence[TrainingQuestion],
               grid: Sequence[float] = THRESHOLD_GRID, progress: Progress | None = None) -> dict[Step, float]:
     """Per one-relation step, the cut that maximises the mean :func:`objective` (F1 plus the
     recall of the answers the direct path misses) over the training questions linked to that
-    step: ``examples`` are (question text, mention, topic id, gold ids). Ties go to the higher
+    step (``examples``: training questions). Ties go to the higher
     cut (fewer, surer answers). Steps with fewer than 5 questions keep the default."""
     totals: dict[Step, dict[float, float]] = {}
     counts: dict[Step, int] = {}
-    for done, (text, mention, topic, gold) in enumerate(examples, 1):
+    for done, example in enumerate(examples, 1):
         if progress is not None:
             progress(done, len(examples))
-        linked = answerer.relation_linker.link(text, topic, mention)
+        topic, gold = example.topic, example.answers
+        linked = answerer.relation_linker.link(example.text, topic, example.written)
         if len(linked.path) != 1:
             continue
         step = linked.path[0]
@@ -366,16 +293,13 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
     rules: RuleSet | None = context.rules() if options.use_rules or rule_guided else None
     model = _learn(context, rules) if settings.train_paths else None
     labels = store.labels(graph)
-    # the ranking walks the in-memory graph when learning built it, else the store
-    zero_shot = ZeroShotLinker(store, graph, store.relation_labels(graph), _encoder(context, options),
-                               settings.hops, labels, context.parts.get("adjacency"), model, rules)
-    relations = [row["r"] for row in store.run("relation_counts", graph)]
-    answerer = OfflineAnswerer(store, graph, linker,
-                               RelationLinker(zero_shot, model, options.min_similarity, relations),
-                               rules, context.method, options.min_score, context.surface().entity,
-                               labels, rule_guided=rule_guided,
-                               graph_in_memory=context.parts.get("adjacency"),
-                               graph_loader=context.adjacency if _fits_in_memory(store, graph) else None)
+    view = context.graph_view()  # after learning: the graph in memory if learning read it
+    zero_shot = ZeroShotLinker(view, store.relation_labels(graph), _encoder(context, options), settings.hops,
+                               labels, model, rules.rules if rules is not None else ())
+    relation_linker: RelationLinker = (zero_shot if model is None else LearnedRelationLinker(
+        zero_shot, model, options.min_similarity, view.relations()))
+    answerer = OfflineAnswerer(view, linker, relation_linker, rules, context.method, options.min_score,
+                               context.surface().entity, labels, rule_guided=rule_guided)
     if settings.train_paths and rules is not None and rules.rules and options.calibrate:
         answerer.thresholds = _cached_cuts(context, answerer, rules, lambda: _calibrate(context, answerer))
         if answerer.thresholds:
@@ -409,18 +333,13 @@ def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleS
     return cuts
 
 
-def _fits_in_memory(store: KGStore, graph: str) -> bool:
-    info = store.graph_info(graph)
-    return info is not None and info.triples <= IN_MEMORY_MAX_TRIPLES
-
-
 def _calibrate(context: MethodContext, answerer: OfflineAnswerer) -> dict[Step, float]:
-    examples = training_examples(context.settings.train_paths, answerer.entity_linker.lookup)
+    examples = context.training_split().per_pattern(CALIBRATION_PER_PATTERN)
     context.log(f"learning the rule-candidate cuts on {len(examples):,} training questions")
     # thousands of questions, each running every rule of its step: on the graph in memory
-    # (already there if learning built it; else where it fits, as for a batch)
-    if answerer.graph_in_memory is None and answerer.graph_loader is not None:
-        answerer.graph_in_memory = answerer.graph_loader()
+    # where it fits, as for a batch
+    if isinstance(answerer.view, HandoverGraphView):
+        answerer.view.load_now()
     return calibrate(answerer, examples, progress=context.progress)
 
 
@@ -436,27 +355,6 @@ def _encoder(context: MethodContext, options: OfflineOptions) -> Encoder | None:
     return LazyEncoder(model) if wanted else None
 
 
-def training_examples(paths: Sequence[Path], resolve: Callable[[str], str | None], per_pattern: int = 25
-                      ) -> list[tuple[str, str | None, str, frozenset[str]]]:
-    """(text, topic as written, topic id, gold ids) of the training questions, at most
-    ``per_pattern`` per question pattern (file order), for calibrating the cuts."""
-    seen: dict[str, int] = {}
-    out = []
-    for path in paths:
-        for q in read_training(path):
-            written = q.question.topic_entity or ""
-            pattern = pattern_of(q.question.text, written)
-            if seen.get(pattern, 0) >= per_pattern:
-                continue
-            topic = resolve(written)
-            gold = frozenset(a for a in map(resolve, q.answers) if a is not None)
-            if topic is None or not gold:
-                continue
-            seen[pattern] = seen.get(pattern, 0) + 1
-            out.append((q.question.text, written, topic, gold))
-    return out
-
-
 def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
     store, graph, settings = context.store, context.graph, context.settings
     done = [0]
@@ -466,7 +364,7 @@ def _learn(context: MethodContext, rules: RuleSet | None) -> PathModel:
         if context.progress is not None:
             context.progress(done[0], 0)
 
-    model = learn_model(store, graph, list(settings.train_paths), context.adjacency, context.linker().lookup,
+    model = learn_model(store, graph, list(settings.train_paths), context.memory_view, context.training_split,
                         rules, min_rule_confidence=LEARN_RULE_CONFIDENCE, max_hops=settings.hops,
                         cache_dir=settings.cache_dir, progress=advance)
     context.log(f"relation paths: {len(model.patterns)} patterns learned from {model.questions} training "

@@ -18,19 +18,14 @@ from dataclasses import dataclass
 
 from kgengine.errors import KGEngineError
 from kgengine.llm import LLM, LLMRequest, Prompt, load_prompt
-from kgengine.rag.base import Answer, BaseAnswerer, LinkedEntity, Question, Timings
+from kgengine.model import Question
+from kgengine.rag.base import Answer, BaseAnswerer, LinkedEntity, Timings
+from kgengine.rag.graph.steps import RelationPath, format_path
+from kgengine.rag.graph.view import GraphView
+from kgengine.rag.linking.patterns import pattern_of
+from kgengine.rag.linking.words import lexical_relation_score, question_words, relation_words
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
 from kgengine.rag.offline import OfflineAnswerer, OfflineOptions, build_offline_answerer
-from kgengine.rag.paths import (
-    GraphAdjacency,
-    RelationPath,
-    enumerate_paths,
-    format_path,
-    lexical_relation_score,
-    pattern_of,
-    question_words,
-    relation_words,
-)
 from kgengine.rag.verbalise import relation_text
 
 PLAN_MAX_TOKENS = 8
@@ -48,10 +43,10 @@ class PlanOptions(OfflineOptions):
 
 
 class PlanningAnswerer(BaseAnswerer):
-    def __init__(self, method: str, offline: OfflineAnswerer, adjacency: GraphAdjacency, llm: LLM, *,
+    def __init__(self, method: str, offline: OfflineAnswerer, view: GraphView, llm: LLM, *,
                  hops: int, max_choices: int, relation_labels: dict[str, str] | None = None,
                  prompt: Prompt | None = None) -> None:
-        self.method, self.offline, self.adjacency, self.llm = method, offline, adjacency, llm
+        self.method, self.offline, self.view, self.llm = method, offline, view, llm
         self.entity_linker = offline.entity_linker
         self.hops, self.max_choices = hops, max_choices
         self.relation_labels = relation_labels or {}
@@ -66,7 +61,7 @@ class PlanningAnswerer(BaseAnswerer):
 
     def choices(self, text: str, topic: str, proposal: list[RelationPath]) -> list[RelationPath]:
         """The proposal's paths the graph has, then the graph's other paths by word match."""
-        offered = enumerate_paths(self.adjacency, topic, list(range(1, self.hops + 1)))
+        offered = self.view.paths_from(topic, list(range(1, self.hops + 1)))
         words = question_words(pattern_of(text, None))
 
         def match(path: RelationPath) -> float:
@@ -111,8 +106,8 @@ class PlanningAnswerer(BaseAnswerer):
 def build_planning(context: MethodContext, options: PlanOptions) -> PlanningAnswerer:
     llm = context.llm()  # first: the endpoint is checked before rules are mined
     offline = build_offline_answerer(context, options, rule_guided=False)
-    adjacency = context.adjacency()
-    return PlanningAnswerer(context.method, offline, adjacency, llm, hops=context.settings.hops,
+    # every path around the topic, for each question: the graph in memory
+    return PlanningAnswerer(context.method, offline, context.memory_view(), llm, hops=context.settings.hops,
                             max_choices=options.max_choices,
                             relation_labels=context.store.relation_labels(context.graph))
 

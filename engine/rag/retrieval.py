@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgengine.errors import KGEngineError
-from kgengine.model import Direction, Entity, Triple
-from kgengine.rag.base import DEFAULT_HOPS, Question
+from kgengine.model import Direction, Entity, Question, Triple
+from kgengine.rag.base import DEFAULT_HOPS
 from kgengine.store import MAX_HOPS, KGStore, walk
 
 DEFAULT_HUB_CAP = 100  # MetaQA: 100 entities of 43k exceed it, all genres/years/languages/tags

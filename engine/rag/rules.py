@@ -2,9 +2,9 @@
 rules whose head is the relation the question asks about.
 
 For a question ``(topic, r, ?)`` (or ``(?, r, topic)``), every rule ``body => r(?a, ?b)`` is
-run with the topic bound to ``?a`` (or ``?b``) as a query through the groundings machinery
-(:func:`kgengine.mining.groundings.groundings`, the ``rule_groundings`` twins), so either
-backend answers it; each grounding gives a candidate (the other head variable), its grounded
+run with the topic bound to ``?a`` (or ``?b``) on the answerer's
+:class:`~kgengine.rag.graph.view.GraphView` (the store's ``rule_groundings`` twins, or the
+same rows from the graph in memory); each grounding gives a candidate (the other head variable), its grounded
 body path, and the rule with its PCA confidence.
 
 Rules come from a file (``--rules``: ``kgengine mine`` / AMIE 3 output, a BRINK rules.tsv) or
@@ -23,13 +23,13 @@ from pathlib import Path
 
 from kgengine.config import cache_dir
 from kgengine.fsutil import atomic_path
-from kgengine.mining.groundings import HeadFilter, grounding_variables, groundings
 from kgengine.mining.io import MinedRule, read_rules, write_tsv
 from kgengine.mining.presets import BRINK_MINING, mine_brink_rules
-from kgengine.mining.rules import Atom, Rule, is_variable
+from kgengine.mining.rules import is_variable
 from kgengine.model import Triple
 from kgengine.rag.base import Evidence
-from kgengine.rag.paths import GraphAdjacency, Step, body_groundings
+from kgengine.rag.graph.steps import Step
+from kgengine.rag.graph.view import GraphView, bind_topic
 from kgengine.store import KGStore, short_digest
 
 DEFAULT_MAX_LEN = 3
@@ -107,21 +107,6 @@ def _has_rules(path: Path) -> bool:
         return any("=>" in line for line in fh)
 
 
-def bind_topic(rule: Rule, step: Step, topic: str) -> tuple[Rule, str]:
-    """The rule with the topic in place of the head variable it binds, and the name of the
-    variable that holds the answer (without ``?``)."""
-    bound, free = (rule.head.object, rule.head.subject) if step.inverse else (
-        rule.head.subject, rule.head.object)
-    mapping = {bound: topic}
-
-    def sub(atom: Atom) -> Atom:
-        return Atom(atom.relation, mapping.get(atom.subject, atom.subject),
-                    mapping.get(atom.object, atom.object))
-
-    # Rule(...) directly, not Rule.of: canonical renaming would rename the answer variable
-    return Rule(tuple(sub(a) for a in rule.body), sub(rule.head)), free.lstrip("?")
-
-
 @dataclass
 class RuleCandidate:
     entity: str
@@ -130,29 +115,21 @@ class RuleCandidate:
 
 
 def rule_candidates(
-    store: KGStore,
-    graph: str,
+    view: GraphView,
     topic: str,
     step: Step,
     rules: Sequence[MinedRule],
     limit_per_rule: int = RULE_LIMIT,
     evidence_per_answer: int = 3,
-    graph_in_memory: GraphAdjacency | None = None,
 ) -> dict[str, RuleCandidate]:
     """Candidates for ``(topic, step, ?)`` derived by ``rules`` from the topic: each with up
-    to ``evidence_per_answer`` grounded paths and every rule that derived it. With the graph
-    in memory (``graph_in_memory``: the store's graph) the groundings are found there, the
-    same rows in the same order as the store's query (calibration answers thousands of
-    questions: one query per rule and question was minutes on FB15k-237)."""
+    to ``evidence_per_answer`` grounded paths and every rule that derived it (the first
+    ``limit_per_rule`` groundings of each rule, in the store's order, on either view)."""
     out: dict[str, RuleCandidate] = {}
     for mined in rules:
         bound, answer_var = bind_topic(mined.rule, step, topic)
-        if graph_in_memory is None:
-            rows = groundings(store, graph, bound, head=HeadFilter.ANY, limit=limit_per_rule)
-        else:
-            rows = groundings_in_memory(graph_in_memory, bound, store.order_key, limit_per_rule)
         text = str(mined.rule)
-        for row in rows:
+        for row in view.rule_groundings(bound, limit_per_rule):
             answer = row.get(answer_var)
             if answer is None or answer == topic:
                 continue
@@ -165,46 +142,17 @@ def rule_candidates(
     return out
 
 
-def rule_answers_in_memory(adjacency: GraphAdjacency, rule: Rule, answer_var: str,
-                           order_key: Callable[[str], str], limit: int) -> set[str]:
-    """The answers (values of ``answer_var``) of :func:`groundings_in_memory`'s rows, sorted
-    only when the limit cuts (calibration needs the answers, not the rows); ``answer_var``
-    without '?', as :func:`bind_topic` names it."""
-    columns, rows = _rows_in_memory(adjacency, rule)
-    if len(rows) > limit:
-        rows = _store_order(rows, order_key)[:limit]
-    at = columns.index(f"?{answer_var}") if rows else 0
-    return {row[at] for row in rows}
-
-
-def groundings_in_memory(adjacency: GraphAdjacency, rule: Rule, order_key: Callable[[str], str],
-                         limit: int) -> list[dict[str, str]]:
-    """:func:`kgengine.mining.groundings.groundings` of the rule body (head not checked)
-    computed on the graph in memory: distinct rows with variable names without '?', sorted
-    as the backend's ``ORDER BY`` sorts them (``order_key``), the first ``limit``."""
-    columns, rows = _rows_in_memory(adjacency, rule)
-    names = [v.lstrip("?") for v in columns]
-    return [dict(zip(names, row, strict=True)) for row in _store_order(rows, order_key)[:limit]]
-
-
-def _rows_in_memory(adjacency: GraphAdjacency, rule: Rule) -> tuple[list[str], list[tuple[str, ...]]]:
-    """The body's groundings with their columns in ``grounding_variables`` order (the
-    store query's). The join's rows are distinct over its variables, which are the rule's:
-    no DISTINCT pass is needed."""
-    columns = grounding_variables(rule)
-    found, joined = body_groundings(adjacency, rule.body, {})
-    if not joined:
-        return columns, []
-    at = [found.index(v) for v in columns]
-    return columns, joined if at == list(range(len(found))) else [tuple(map(row.__getitem__, at))
-                                                                  for row in joined]
-
-
-def _store_order(rows: list[tuple[str, ...]], order_key: Callable[[str], str]) -> list[tuple[str, ...]]:
-    if len(rows) > 1:
-        keys = {value: order_key(value) for value in {v for row in rows for v in row}}
-        rows = sorted(rows, key=lambda row: tuple(map(keys.__getitem__, row)))
-    return rows
+def rule_scores(view: GraphView, topic: str, step: Step, rules: Sequence[MinedRule],
+                limit_per_rule: int = RULE_LIMIT) -> dict[str, float]:
+    """The noisy-or score of every candidate :func:`rule_candidates` gives, without evidence
+    (calibration asks this of thousands of training questions)."""
+    derived: dict[str, list[float]] = {}
+    for mined in rules:
+        bound, answer_var = bind_topic(mined.rule, step, topic)
+        for answer in view.rule_answers(bound, answer_var, limit_per_rule):
+            if answer != topic:
+                derived.setdefault(answer, []).append(mined.pca_confidence)
+    return {entity: noisy_or(confidences) for entity, confidences in derived.items()}
 
 
 def _ground(term: str, row: dict[str, str]) -> str:

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 from kgengine.errors import KGEngineError
-from kgengine.model import Triple
+from kgengine.model import Question, Triple
 from kgengine.progress import NO_PROGRESS, Reporter
-from kgengine.rag.base import Question
 from kgengine.rag.embeddings import TextEncoder, TripleEmbeddings, load_encoder, triple_embeddings
 from kgengine.rag.verbalise import Surface, SurfaceForms, parse_surface, verbalise
 from kgengine.store import KGStore

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from kgengine.errors import KGEngineError
 from kgengine.llm import LLM, LLMRequest, Prompt
 from kgengine.llm.prompt import shipped
-from kgengine.model import Entity, Relation, Triple
-from kgengine.rag.base import Answer, BaseAnswerer, EntityLinker, LinkedEntity, Question, Timings
+from kgengine.model import Question, Triple
+from kgengine.rag.base import Answer, BaseAnswerer, EntityLinker, LinkedEntity, Timings
+from kgengine.rag.graph.steps import Step
+from kgengine.rag.graph.view import GraphView, question_started
 from kgengine.rag.llm_methods import ANSWER_MAX_TOKENS, SurfaceIndex, map_answers, parse_answer_text
 from kgengine.rag.methods import MethodContext, MethodSpec, Need
 from kgengine.rag.verbalise import SurfaceForms, verbalise
-from kgengine.store import KGStore
 
 PRUNE_MAX_TOKENS = 256
 REASONING_MAX_TOKENS = 128
@@ -107,32 +108,27 @@ def says_yes(reply: str) -> bool:
 
 
 class ToGAnswerer(BaseAnswerer):
-    def __init__(self, method: str, *, store: KGStore, graph: str, llm: LLM, linker: EntityLinker | None,
+    def __init__(self, method: str, *, view: GraphView, llm: LLM, linker: EntityLinker | None,
                  surface: SurfaceForms, options: ToGOptions, prompts: ToGPrompts | None = None,
                  relation_labels: dict[str, str] | None = None) -> None:
-        self.method, self.store, self.graph, self.llm = method, store, graph, llm
+        self.method, self.view, self.llm = method, view, llm
         self.entity_linker, self.surface, self.options = linker, surface, options
         self.prompts = prompts or ToGPrompts()
         self.index = SurfaceIndex(surface)
         self.relation_labels = relation_labels or {}
 
-    # -- graph access (named queries) --------------------------------------------------------
+    # -- graph access (the graph view) --------------------------------------------------------
     def _relations(self, entity: str, timings: Timings) -> list[tuple[str, bool, int]]:
         """(relation, inverse, facts) around ``entity``, most facts first."""
         with timings.step("graph_ms"):
-            out = [(row["r"], False, int(row["n"])) for row in
-                   self.store.run("entity_relations_out", self.graph, h=[Entity(entity)])]
-            out += [(row["r"], True, int(row["n"])) for row in
-                    self.store.run("entity_relations_in", self.graph, t=[Entity(entity)])]
-        return sorted(out, key=lambda x: (-x[2], x[0], x[1]))
+            steps = self.view.steps([entity])
+        found = [(step.relation, step.inverse, n) for step, n in steps.items()]
+        return sorted(found, key=lambda x: (-x[2], x[0], x[1]))
 
     def _targets(self, entity: str, relation: str, inverse: bool, timings: Timings) -> list[Triple]:
-        name, var = ("answer_step_in", "t") if inverse else ("answer_step_out", "h")
         with timings.step("graph_ms"):
-            rows = self.store.run(name, self.graph, r=Relation(relation), **{var: [Entity(entity)]})
-        triples = sorted({Triple(row["h"], relation, row["t"]) for row in rows},
-                         key=lambda t: (t.head, t.tail))
-        return triples[: self.options.max_entities]
+            facts = self.view.edges([entity], Step(relation, inverse))
+        return sorted(set(facts), key=lambda t: (t.head, t.tail))[: self.options.max_entities]
 
     # -- LLM steps ---------------------------------------------------------------------------
     def _ask(self, prompt: str, timings: Timings, max_tokens: int) -> str:
@@ -187,6 +183,7 @@ class ToGAnswerer(BaseAnswerer):
     # -- the search --------------------------------------------------------------------------
     def get_answer(self, question: Question, topic: LinkedEntity | None, timings: Timings) -> Answer:
         assert topic is not None
+        question_started(self.view)
         for key in ("graph_ms", "llm_ms"):
             timings.ms.setdefault(key, 0.0)
         text, width = question.text, self.options.beam_width
@@ -242,7 +239,7 @@ class ToGAnswerer(BaseAnswerer):
 
 
 def build_tog(context: MethodContext, options: ToGOptions) -> ToGAnswerer:
-    return ToGAnswerer(context.method, store=context.store, graph=context.graph, llm=context.llm(),
+    return ToGAnswerer(context.method, view=context.graph_view(), llm=context.llm(),
                        linker=context.linker(), surface=context.surface(), options=options,
                        relation_labels=context.store.relation_labels(context.graph))
 

@@ -35,11 +35,12 @@ from functools import cached_property
 from typing import Any, Literal
 
 from kgengine.errors import KGEngineError
-from kgengine.model import Entity
-from kgengine.rag.base import LinkedEntity, Question
+from kgengine.model import Entity, Question
+from kgengine.rag.base import LinkedEntity
 from kgengine.rag.embeddings import LazyEncoder
-from kgengine.rag.paths import Step, find_mention
-from kgengine.rag.zero_shot import StoreSteps
+from kgengine.rag.graph.steps import Step
+from kgengine.rag.graph.store import StoreGraphView
+from kgengine.rag.linking.patterns import find_mention
 from kgengine.store import KGStore
 
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
@@ -347,7 +348,7 @@ class GraphEntityLinker:
 
     def _relations(self, entity: str) -> Mapping[Step, int]:
         """(relation, inverse) -> facts, around one entity."""
-        return StoreSteps(self.store, self.graph).steps([entity])
+        return StoreGraphView(self.store, self.graph).steps([entity])
 
     def _similarities(self, text: str, tied: Sequence[_Candidate],
                       relations: dict[str, Mapping[Step, int]]) -> dict[int, float]:
