@@ -9,13 +9,14 @@ model answers is not asserted: a 135M model answers poorly (the figures are in b
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
 from kgengine.cli import main
-from kgengine.llm import LLMRequest, OpenAICompatibleLLM, request_tokens_of
+from kgengine.llm import LLMRequest, LLMStats, OpenAICompatibleLLM, request_tokens_of
 from kgengine.loaders import read_dataset
 from kgengine.model import Question
 from kgengine.oxigraph_store import OxigraphStore
@@ -40,14 +41,22 @@ METAQA_QUESTIONS = ["what movies did [Christopher Nolan] direct", "who directed 
 
 
 class Recording:
-    """An LLM that passes every request to the real client and keeps it with its size."""
+    """An LLM that passes every request to the real client and keeps it with its size; it
+    passes on the client's capabilities (kgengine.llm.protocol) too."""
 
     def __init__(self, llm: OpenAICompatibleLLM) -> None:
         self.llm = llm
         self.sent: list[tuple[LLMRequest, int]] = []
 
-    def __getattr__(self, name: str) -> Any:  # context_length, count_tokens, stats, ...
-        return getattr(self.llm, name)
+    @property
+    def context_length(self) -> int | None:
+        return self.llm.context_length
+
+    def count_tokens(self, text: str) -> int:
+        return self.llm.count_tokens(text)
+
+    def track_usage(self) -> AbstractContextManager[LLMStats]:
+        return self.llm.track_usage()
 
     def complete(self, request: LLMRequest) -> str:
         self.sent.append((request, request_tokens_of(self.llm, request)))

@@ -4,21 +4,28 @@ JSON-able key map to a JSON payload.
 One file per entry, ``DIR/NAMESPACE/ab/abcdef….json``, named by the SHA-256 of the
 canonical JSON of (namespace, key) and holding the key itself (so an entry can be read and
 checked by hand). Writes go to a temporary file in the same folder and are renamed into
-place, so a reader (another thread, another process, a crash) never sees half an entry."""
+place, so a reader (another thread, another process, a crash) never sees half an entry.
+
+Chat completions live under the ``chat`` namespace, keyed by the model and the full request
+(:meth:`~kgengine.llm.request.LLMRequest.cache_key`): :func:`cached_completion` and
+:func:`store_completion`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from kgengine.config import cache_dir
 from kgengine.errors import KGEngineError
 from kgengine.fsutil import write_text_atomically
+from kgengine.llm.request import Completion, LLMRequest
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.-]+\Z")
+CHAT_NAMESPACE = "chat"
 
 
 def default_cache_dir() -> Path:
@@ -64,3 +71,20 @@ class ResponseCache:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.rglob("*.json"))
+
+
+def cached_completion(cache: ResponseCache, model: str, request: LLMRequest) -> Completion | None:
+    """The reply stored for ``request`` to ``model`` (marked ``cached``), or None."""
+    payload = cache.get(CHAT_NAMESPACE, request.cache_key(model))
+    if isinstance(payload, str):  # entries written before completions had metadata
+        return Completion(payload, cached=True)
+    if isinstance(payload, dict) and isinstance(payload.get("text"), str):
+        known = {f.name for f in fields(Completion)}
+        return Completion(**{k: v for k, v in payload.items() if k in known and k != "cached"}, cached=True)
+    return None
+
+
+def store_completion(cache: ResponseCache, model: str, request: LLMRequest, completion: Completion) -> None:
+    """Keep ``completion`` as the reply to ``request``: every field but ``cached``."""
+    payload = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name != "cached"}
+    cache.put(CHAT_NAMESPACE, request.cache_key(model), payload)

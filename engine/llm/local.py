@@ -34,7 +34,7 @@ from typing import Any
 import httpx2  # the openai client's HTTP library: installed with it (httpx is not)
 import psutil
 from kgengine.errors import KGEngineError
-from kgengine.llm.client import llm_configured
+from kgengine.llm.settings import llm_configured
 
 INSTALL = "pip install 'kgengine[local-llm]'"
 DEFAULT_HOST = "127.0.0.1"

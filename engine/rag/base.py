@@ -12,10 +12,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgengine.errors import KGEngineError, ServiceError
 from kgengine.model import Question, Triple
+
+if TYPE_CHECKING:
+    from kgengine.llm.protocol import UsageTracking
 
 USAGE_KEYS = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")
 # the one default of each setting every method shares (kgengine.rag.methods.AnswerSettings)
@@ -148,6 +151,16 @@ class Timings:
             self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - started) * 1000.0
 
 
+def _usage_tracking(llm: object) -> UsageTracking | None:
+    """``llm`` when it tracks usage, else None. kgengine.llm (and with it the openai client, a
+    second to import) is imported only for an answerer that has an LLM."""
+    if llm is None:
+        return None
+    from kgengine.llm.protocol import UsageTracking
+
+    return llm if isinstance(llm, UsageTracking) else None
+
+
 class BaseAnswerer(ABC):
     """The answering pipeline every method shares (a template, as neo4j-graphrag's
     ``Retriever.search`` over ``get_search_results``): link the topic entity -> the method's
@@ -167,16 +180,17 @@ class BaseAnswerer(ABC):
     def answer(self, question: Question) -> Answer:
         timings = Timings()
         started = time.perf_counter()
-        # an LLM client that counts per thread (kgengine.llm's) gives the question's usage
-        track = getattr(getattr(getattr(self, "llm", None), "stats", None), "track", None)
-        with track() if callable(track) else nullcontext() as usage:
+        # an LLM that tracks usage per thread (kgengine.llm.UsageTracking) gives the question's usage
+        tracking = _usage_tracking(getattr(self, "llm", None))  # only LLM methods have an llm
+        with tracking.track_usage() if tracking is not None else nullcontext() as usage:
             with timings.step("link_entity_ms"):
                 topic = self.link_topic(question)
             answer = self.get_answer(question, topic, timings)
         answer.timings = {**timings.ms, **answer.timings,
                           "total_ms": (time.perf_counter() - started) * 1000.0}
         if usage is not None:
-            answer.usage = {key: int(getattr(usage, key)) for key in USAGE_KEYS}
+            counted = usage.totals()
+            answer.usage = {key: counted[key] for key in USAGE_KEYS}
         return answer
 
     def link_topic(self, question: Question) -> LinkedEntity | None:

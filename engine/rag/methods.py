@@ -188,7 +188,7 @@ def default_method(with_llm: bool | None = None) -> str:
     """The method marked default when an LLM is configured (``with_llm``, else kgengine.llm's
     settings name a model), else the one marked default without: every command works
     without an LLM."""
-    from kgengine.llm.client import llm_configured
+    from kgengine.llm.settings import llm_configured
 
     with_llm = llm_configured() if with_llm is None else with_llm
     for name in method_names():
