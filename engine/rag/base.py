@@ -70,7 +70,7 @@ class Answer:
     usage: dict[str, int] = field(default_factory=dict)  # LLM requests and tokens of this question
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "question": self.question, "topic_entity": self.topic_entity, "method": self.method,
             "answers": [a.to_json() for a in self.answers], "relation_path": self.relation_path,
             "learned_from": self.learned_from, "reasoning": self.reasoning,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from kgengine.config import cache_dir
@@ -157,11 +158,11 @@ class OfflineAnswerer(BaseAnswerer):
             assert self.rules is not None
             derived = rule_candidates(self.view, topic, path[0], step_rules,
                                       evidence_per_answer=self.evidence_per_answer)
-            for entity, found in derived.items():
+            for entity, derivation in derived.items():
                 c = candidates.setdefault(entity, Candidate())
-                c.rules.update(found.rules)
-                c.paths += len(found.evidence)
-                c.evidence += found.evidence[: self.evidence_per_answer]
+                c.rules.update(derivation.rules)
+                c.paths += len(derivation.evidence)
+                c.evidence += derivation.evidence[: self.evidence_per_answer]
             reasoning.append(f"ran {len(step_rules)} rules with head {path[0].relation} from "
                              f"{topic}: {len(derived)} candidates"
                              f" ({self.rules.origin})")
@@ -246,7 +247,7 @@ def calibrate(answerer: OfflineAnswerer, examples: Sequence[TrainingQuestion],
 RECALL_WEIGHT = 1.0
 
 
-def objective(predicted: set[str], gold: frozenset[str], direct: set[str] = frozenset()) -> float:
+def objective(predicted: set[str], gold: frozenset[str], direct: AbstractSet[str] = frozenset()) -> float:
     """What a cut maximises on the training questions: F1 plus the recall of the gold answers
     the direct path misses (the answers a KB lacks are what rule-guided retrieval is for; F1
     alone would cut every uncertain one, and plain recall dilutes them in large answer sets)."""

@@ -136,7 +136,7 @@ def learn_patterns(
     all_steps = sorted(Step(r, inverse) for r in view.relations() for inverse in (False, True))
     learned: dict[str, PatternPath] = {}
     for pattern, items in by_pattern.items():
-        totals: Counter[RelationPath] = Counter()
+        totals: dict[RelationPath, float] = defaultdict(float)
         for example in items:
             lengths = [example.hops] if example.hops else list(range(1, max_hops + 1))
             reached = view.paths_from(example.topic, lengths, frontier_cap)

@@ -272,7 +272,7 @@ def _lexical(free: Sequence[tuple[int, str]], relation: Sequence[str], anchor: i
     the actors in <e>" names ``starred_actors`` twice, once by each word."""
     if not relation or not free:
         return 0.0, frozenset()
-    total, matched = 0.0, {}
+    total, matched = 0.0, dict[int, float]()
     for r in relation:
         value = max(word_similarity(r, w) for _, w in free)
         total += value
