@@ -9,7 +9,7 @@ import pytest
 from helpers.toy_kg import triples
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
-from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView, body_answers, enumerate_paths, reach
+from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView, body_answers, reach
 from kgengine.rag.graph.steps import Step, format_path, parse_path
 from kgengine.rag.linking.learning import Example, learn_patterns
 from kgengine.rag.linking.patterns import PatternIndex, pattern_of
@@ -56,18 +56,18 @@ def test_reach_never_revisits_or_answers_the_topic(movies: GraphAdjacency) -> No
         "Mann", "Scott"}
 
 
-def test_enumerate_paths_lists_every_path_of_the_lengths(movies: GraphAdjacency) -> None:
-    one = enumerate_paths(movies, "Alien", [1])
+def test_paths_from_lists_every_path_of_the_lengths(movies: GraphAdjacency) -> None:
+    one = MemoryGraphView(movies, str).paths_from("Alien", [1])
     assert {tuple(format_path(p)): ends for p, ends in one.items()} == {
         ("directed_by",): {"Scott"}, ("starred_actors",): {"Weaver"}, ("in_language",): {"English"}}
-    two = enumerate_paths(movies, "Alien", [2])
+    two = MemoryGraphView(movies, str).paths_from("Alien", [2])
     assert two[parse_path(["in_language", "^in_language"])] == {"Heat", "Collateral"}
     assert all(len(p) == 2 for p in two)
     # a frontier above the cap is not expanded: the two other English films stop the walk
-    capped = enumerate_paths(movies, "Alien", [3], frontier_cap=1)
+    capped = MemoryGraphView(movies, str).paths_from("Alien", [3], frontier_cap=1)
     assert not any(p[:2] == parse_path(["in_language", "^in_language"]) for p in capped)
     assert parse_path(["directed_by", "^directed_by"]) not in capped  # Scott made only Alien
-    assert enumerate_paths(movies, "Alien", [3], frontier_cap=2)[
+    assert MemoryGraphView(movies, str).paths_from("Alien", [3], frontier_cap=2)[
         parse_path(["in_language", "^in_language", "directed_by"])] == {"Mann"}
 
 

@@ -36,6 +36,15 @@ class RelationStats:
     objects: int  # distinct objects
 
     @property
+    def functionality(self) -> float:
+        """AMIE's fun(r): distinct subjects per fact (1: one object per subject)."""
+        return self.subjects / self.facts if self.facts else 0.0
+
+    @property
+    def inverse_functionality(self) -> float:
+        return self.objects / self.facts if self.facts else 0.0
+
+    @property
     def functional_side(self) -> Side:
         """AMIE 3's counting variable for a head with this relation (ties go to the subject,
         as in ``KB.isFunctional``: fun >= ifun). Compared as integers: same facts count."""

@@ -15,10 +15,11 @@ from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
 from kgengine.mining.groundings import grounding_variables
+from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, Rule, is_variable
 from kgengine.model import Triple
 from kgengine.rag.graph.steps import RelationPath, Step
-from kgengine.rag.graph.view import RelationStats
+from kgengine.rag.graph.view import enumerate_paths
 
 _NONE: frozenset[str] = frozenset()  # (neighbours' empty answer: never to be changed)
 
@@ -69,34 +70,6 @@ def reach(adjacency: GraphAdjacency, topic: str, path: Sequence[Step]) -> set[st
         if not frontier:
             break
     return frontier
-
-
-def enumerate_paths(
-    adjacency: GraphAdjacency, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
-) -> dict[RelationPath, set[str]]:
-    """Every path whose length is in ``lengths`` (1-3) with a non-empty end set from
-    ``topic``. A frontier larger than ``frontier_cap`` is not expanded further (a path through
-    a hub such as the genre Drama reaches most of the KG and could never be precise)."""
-    longest = max(lengths)
-    out: dict[RelationPath, set[str]] = {}
-
-    def walk(prefix: RelationPath, frontier: set[str]) -> None:
-        if len(prefix) in lengths:
-            out[prefix] = frontier
-        if len(prefix) == longest or len(frontier) > frontier_cap:
-            return
-        by_step: dict[Step, set[str]] = defaultdict(set)
-        for entity in frontier:
-            for step, neighbours in adjacency.steps(entity).items():
-                by_step[step].update(neighbours)
-        for step in sorted(by_step):
-            reached = by_step[step]
-            reached.discard(topic)
-            if reached:
-                walk((*prefix, step), reached)
-
-    walk((), {topic})
-    return out
 
 
 # ---- rule bodies joined in memory --------------------------------------------------------
@@ -241,7 +214,14 @@ class MemoryGraphView:
 
     def paths_from(self, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
                    ) -> dict[RelationPath, set[str]]:
-        return enumerate_paths(self.adjacency, topic, lengths, frontier_cap)
+        return enumerate_paths(self._expand, topic, lengths, frontier_cap)
+
+    def _expand(self, frontier: list[str]) -> dict[Step, set[str]]:
+        by_step: dict[Step, set[str]] = defaultdict(set)
+        for entity in frontier:
+            for step, neighbours in self.adjacency.steps(entity).items():
+                by_step[step].update(neighbours)
+        return by_step
 
     def rule_groundings(self, rule: Rule, limit: int) -> list[dict[str, str]]:
         columns, rows = _rows_in_memory(self.adjacency, rule)

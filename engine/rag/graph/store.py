@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 
 from kgengine.mining.groundings import HeadFilter, groundings
+from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Rule, is_variable
 from kgengine.model import Entity, Relation, Triple
 from kgengine.rag.graph.steps import RelationPath, Step
-from kgengine.rag.graph.view import RelationStats, bind_topic, paths_from_steps
+from kgengine.rag.graph.view import bind_topic, enumerate_paths
 from kgengine.store import KGStore
 
 
@@ -50,7 +51,10 @@ class StoreGraphView:
 
     def paths_from(self, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
                    ) -> dict[RelationPath, set[str]]:
-        return paths_from_steps(self, topic, lengths, frontier_cap)
+        return enumerate_paths(self._expand, topic, lengths, frontier_cap)
+
+    def _expand(self, frontier: list[str]) -> dict[Step, set[str]]:
+        return {step: self.follow(frontier, step) for step in self.steps(frontier)}
 
     def rule_groundings(self, rule: Rule, limit: int) -> list[dict[str, str]]:
         return groundings(self.store, self.graph, rule, head=HeadFilter.ANY, limit=limit)

@@ -9,7 +9,7 @@ choice for a graph that fits in memory but was not read yet: the store answers t
 question (one ``kgengine ask`` never reads the whole graph), the graph in memory every later
 one (a batch). No method runs a store query itself.
 
-Algorithms over any view (:func:`follow_path`, :func:`paths_from_steps`) live here too."""
+Algorithms over any view (:func:`follow_path`, :func:`enumerate_paths`, :func:`bind_topic`) live here too."""
 
 from __future__ import annotations
 
@@ -18,27 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kgengine.mining.measures import RelationStats
 from kgengine.mining.rules import Atom, Rule
 from kgengine.model import Triple
 from kgengine.rag.graph.steps import RelationPath, Step
-
-
-@dataclass(frozen=True)
-class RelationStats:
-    """A relation's facts and the distinct entities at its ends."""
-
-    facts: int
-    subjects: int
-    objects: int
-
-    @property
-    def functionality(self) -> float:
-        """AMIE's fun(r): distinct subjects per fact (1: one object per subject)."""
-        return self.subjects / self.facts if self.facts else 0.0
-
-    @property
-    def inverse_functionality(self) -> float:
-        return self.objects / self.facts if self.facts else 0.0
 
 
 class GraphView(Protocol):
@@ -143,9 +126,14 @@ def bind_topic(rule: Rule, step: Step, topic: str) -> tuple[Rule, str]:
     return Rule(tuple(sub(a) for a in rule.body), sub(rule.head)), free.lstrip("?")
 
 
-def paths_from_steps(view: GraphView, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
-                     ) -> dict[RelationPath, set[str]]:
-    """:meth:`GraphView.paths_from` through ``steps`` and ``follow`` (a view without a faster way)."""
+Expand = Callable[[list[str]], Mapping[Step, set[str]]]  # a frontier -> step -> entities reached
+
+
+def enumerate_paths(expand: Expand, topic: str, lengths: Sequence[int], frontier_cap: int = 5_000
+                    ) -> dict[RelationPath, set[str]]:
+    """:meth:`GraphView.paths_from`, given how a view reads the steps from a frontier (a
+    frontier larger than ``frontier_cap`` is not expanded: a path through a hub such as the
+    genre Drama reaches most of the KG and could never be precise)."""
     longest = max(lengths)
     out: dict[RelationPath, set[str]] = {}
 
@@ -154,9 +142,9 @@ def paths_from_steps(view: GraphView, topic: str, lengths: Sequence[int], fronti
             out[prefix] = frontier
         if len(prefix) == longest or len(frontier) > frontier_cap:
             return
-        entities = sorted(frontier)
-        for step in sorted(view.steps(entities)):
-            reached = view.follow(entities, step) - {topic}
+        by_step = expand(sorted(frontier))
+        for step in sorted(by_step):
+            reached = set(by_step[step]) - {topic}
             if reached:
                 walk((*prefix, step), reached)
 
