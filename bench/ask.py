@@ -42,6 +42,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kgengine.loaders import read_dataset
@@ -95,6 +96,13 @@ def sample_questions(entities: set[str], count: int, seed: int) -> dict[int, lis
     return out
 
 
+def topic_of(question: MetaQAQuestion) -> str:
+    """The topic entity of a sampled question (sample_questions keeps only those in the graph)."""
+    if question.topic is None:
+        raise ValueError(f"a MetaQA question without a topic entity: {question.text!r}")
+    return question.topic
+
+
 def coverage(questions: list[MetaQAQuestion], candidates: list[list[Triple]]) -> float:
     """Mean share of a question's gold answers found among its candidates' entities (what
     the cap may cost; a measurement of retrieval, never seen by an answerer)."""
@@ -112,10 +120,10 @@ def retrieval(store: Any, questions: dict[int, list[MetaQAQuestion]], hub_cap: i
     for hops, chosen in questions.items():
         retriever = KHopRetriever(store, GRAPH, hops=hops, direction=Direction.BOTH, hub_cap=hub_cap)
         for q in chosen[:WARM_UP]:
-            retriever.search(Question(q.text, q.topic), q.topic)
+            retriever.search(Question(q.text, q.topic), topic_of(q))
         latencies, found[hops] = [], []
         for q in chosen:
-            triples, ms = timed(lambda q=q, r=retriever: r.search(Question(q.text, q.topic), q.topic))
+            triples, ms = timed(partial(retriever.search, Question(q.text, q.topic), topic_of(q)))
             latencies.append(ms)
             found[hops].append(triples)
         sizes = sorted(len(t) for t in found[hops])
@@ -134,7 +142,7 @@ def selection(selector: EmbeddingSelector, questions: dict[int, list[MetaQAQuest
             selector.select(text, found, 10)
         row: dict[str, Any] = {}
         for k in TOP_K_CHOICES:
-            row[str(k)] = summary([timed(lambda t=text, f=found, k=k: selector.select(t, f, k))[1]
+            row[str(k)] = summary([timed(partial(selector.select, text, found, k))[1]
                                    for text, found in pairs])
         stats[str(hops)] = row
         print(f"  {hops}-hop selection: {row}", flush=True)
@@ -160,7 +168,7 @@ def offline_answerer_latency(store: Any, questions: dict[int, list[MetaQAQuestio
             answerer.answer(Question(q.text, q.topic))
         latencies, hits = [], 0
         for q in chosen:
-            answer, ms = timed(lambda q=q: answerer.answer(Question(q.text, q.topic)))
+            answer, ms = timed(partial(answerer.answer, Question(q.text, q.topic)))
             latencies.append(ms)
             hits += bool(answer.answers) and answer.answers[0].id in q.answers
         out[str(hops)] = {"ms": summary(latencies), "hit_at_1": round(hits / len(chosen), 4)}

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,8 @@ def job_build(dataset: str, store: str, rules: str, max_len: str, max_rules: str
     return {"seconds": seconds, "peak_rss_mib": _peak_rss_mib(), "stats": stats}
 
 
-JOBS = {"load": job_load, "mine": job_mine, "build": job_build}
+# a job runs in its own process, its arguments from the command line
+JOBS: dict[str, Callable[..., dict[str, Any]]] = {"load": job_load, "mine": job_mine, "build": job_build}
 
 
 def run_job(*args: str) -> dict[str, Any]:

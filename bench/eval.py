@@ -136,21 +136,21 @@ def main() -> None:
         RESULTS.write_text(json.dumps({**previous, "brink_end_to_end": rows}, indent=2) + "\n")
         return
     gold, pred = synthetic(args.questions)
-    rows = {"strict": timed(lambda: evaluate_records(gold, pred)),
-            "permissive": timed(lambda: evaluate_permissive(gold, pred))}
+    timings = {"strict": timed(lambda: evaluate_records(gold, pred)),
+               "permissive": timed(lambda: evaluate_permissive(gold, pred))}
     with tempfile.TemporaryDirectory() as tmp:
         gold_path, pred_path = Path(tmp) / "gold.json", Path(tmp) / "pred.json"
         gold_path.write_text(json.dumps(gold))
         pred_path.write_text(json.dumps(pred))
         cli = [sys.executable, "-m", "kgengine.cli", "eval", "score", "--gold", str(gold_path),
                "--pred", str(pred_path), "--json"]
-        rows["cli (files, process start)"] = timed(
+        timings["cli (files, process start)"] = timed(
             lambda: subprocess.run(cli, check=True, capture_output=True), 1)
     print(f"| scoring {args.questions:,} questions | seconds | questions/s |\n|---|---|---|")
-    for name, seconds in rows.items():
+    for name, seconds in timings.items():
         print(f"| {name} | {seconds:.2f} | {args.questions / seconds:,.0f} |")
     RESULTS.parent.mkdir(exist_ok=True)
-    results = {**previous, "questions": args.questions, "seconds": rows}
+    results = {**previous, "questions": args.questions, "seconds": timings}
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 
 

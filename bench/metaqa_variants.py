@@ -50,7 +50,7 @@ def unbracket(text: str) -> str:
 
 
 def write_variant(metaqa: Path, out: Path, name: str, rewrite) -> None:
-    vocabulary = set()
+    vocabulary: set[str] = set()
     for hops in (1, 2, 3):
         for split in ("train", "dev", "test"):
             path = metaqa / f"{hops}-hop" / f"qa_{split}.txt"

@@ -179,7 +179,7 @@ def main() -> None:
                 print(f"loaded {dataset}: {results['load'][dataset]}", flush=True)
             questions = load_questions(SHARED / "metaqa", "test")
             entities = {row["e"] for row in oxigraph.run("entities", GRAPH_PREFIX + "metaqa")}
-            candidates = sorted({q.topic for q in questions} & entities)
+            candidates = sorted({q.topic for q in questions if q.topic is not None} & entities)
             topics = random.Random(args.seed).sample(candidates, min(args.topics, len(candidates)))
             results["topics"] = len(topics)
             graph = GRAPH_PREFIX + "metaqa"

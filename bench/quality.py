@@ -97,7 +97,10 @@ def metaqa_run(store: Any, train: Path, questions: list[Any]) -> dict[str, Any]:
     started = time.perf_counter()
     answerer = build_answerer(store, "metaqa", "offline", AnswerSettings(train_paths=(train,)))
     build_seconds = time.perf_counter() - started
-    hits, latencies, causes, linked_by = [], [], Counter(), Counter()
+    hits: list[float] = []
+    latencies: list[float] = []
+    causes: Counter[str] = Counter()
+    linked_by: Counter[str | None] = Counter()
     for q in questions:
         mark = time.perf_counter()
         try:
@@ -188,7 +191,9 @@ def brink(store_location: str, work: Path, name: str = "brink-family", hops: int
                                       AnswerSettings(train_paths=(train,), hops=hops), log=lambda m: None)
             assert isinstance(answerer, OfflineAnswerer)
             build_seconds = time.perf_counter() - started
-            predictions, latencies, causes = [], [], Counter()
+            predictions: list[dict[str, Any]] = []
+            latencies: list[float] = []
+            causes: Counter[str] = Counter()
             for qid, question in read_questions(test):
                 mark = time.perf_counter()
                 answer = answerer.answer(question)
@@ -203,16 +208,19 @@ def brink(store_location: str, work: Path, name: str = "brink-family", hops: int
                 if answer.relation_path != [asked]:
                     causes["linking: wrong relation path"] += 1
                     continue
-                pool = answerer.candidates(answer.topic_entity, parse_path([asked]))
+                topic = answer.topic_entity
+                assert topic is not None  # its relation path was linked from it
+                pool = answerer.candidates(topic, parse_path([asked]))
                 if record["hard_answer"] not in pool:
                     causes["missing rule: no rule of this KG derives it"] += 1
                 else:
                     causes["ranking: derived but below the cut"] += 1
-            scores = evaluate_records(gold, predictions).as_dict()
-            scores.update(p50_ms=percentile(latencies, 0.5) * 1000, p95_ms=percentile(latencies, 0.95) * 1000,
-                          build_s=build_seconds, hard_misses=dict(causes),
-                          rules=answerer.rules.origin.split(", cached at")[0] if answerer.rules else None,
-                          cuts={str(k): v for k, v in sorted(answerer.thresholds.items())})
+            scores: dict[str, Any] = {
+                **evaluate_records(gold, predictions).as_dict(),
+                "p50_ms": percentile(latencies, 0.5) * 1000, "p95_ms": percentile(latencies, 0.95) * 1000,
+                "build_s": build_seconds, "hard_misses": dict(causes),
+                "rules": answerer.rules.origin.split(", cached at")[0] if answerer.rules else None,
+                "cuts": {str(k): v for k, v in sorted(answerer.thresholds.items())}}
             out[variant] = scores
             print(f"{name} {variant}: {scores}", flush=True)
     out["hhr_ratio"] = out["incomplete"]["hhr"] / out["complete"]["hhr"] if out["complete"]["hhr"] else 0.0

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -277,7 +278,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name, (port, path) in targets.items():
                     runs[name].append(drive(port, path, plan, args.clients, args.client_procs, args.duration,
-                                            args.warmup, args.seed, lambda pid=pids[name]: tree_cpu(pid)))
+                                            args.warmup, args.seed, partial(tree_cpu, pids[name])))
             results[phase] = {name: median_run(r) for name, r in runs.items()}
             for name, log_path in logs.items():
                 if results[phase][name]["errors"]:

@@ -14,6 +14,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -23,7 +24,7 @@ from rich.progress import (
 class Reporter:
     """What long-running code calls; a no-op when progress is off."""
 
-    def __init__(self, progress: Progress | None = None, task: int | None = None) -> None:
+    def __init__(self, progress: Progress | None = None, task: TaskID | None = None) -> None:
         self._progress, self._task = progress, task
 
     def advance(self, n: int = 1) -> None:

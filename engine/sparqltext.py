@@ -246,7 +246,9 @@ def kgengine_iris(text: str, prefixes: dict[str, str], limit: int | None = None)
         namespace = declared.get(match.group(1) or "")
         if match.start() in template or namespace is None or not namespace.startswith(namespaces):
             continue
-        local = _LOCAL.match(flat, match.end()).group(1).rstrip(".")
+        name = _LOCAL.match(flat, match.end())
+        assert name is not None  # the pattern matches the empty string too
+        local = name.group(1).rstrip(".")
         if add(namespace + re.sub(r"\\(.)", r"\1", local)):
             break
     return list(found)

@@ -31,6 +31,8 @@ SUFFIX = "_of"
 def read_brink(path: Path | None, splits: Sequence[str] | None, **options: str) -> Dataset:
     check_options(NAME, options, ("strip_of",))
     root = data_path(NAME, path)
+    files: tuple[Path, ...]
+    chosen: tuple[str, ...]
     if root.is_file():
         if splits and list(splits) != [root.stem]:
             raise KGEngineError(f"--splits needs a directory of .tsv files; {root} is a file")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
-# relative to ROOT (the stages run there): the commands shown read as the README's
+# relative to ROOT (the stages run there): the commands shown read as those of docs/usage.md
 STORE = "demo-store"
 OUT = Path("demo-out")
 BRINK = OUT / "brink-family"

@@ -1,6 +1,6 @@
 """BRINK end to end on the real Family KG (facts.txt, as the official release) in a real
 Oxigraph store, with the real AMIE 3 rules; figures checked against the official release
-as a sanity band (not an exact match: see the README, section BRINK)."""
+as a sanity band (not an exact match: see docs/brink.md, "Figures against the official release")."""
 
 from __future__ import annotations
 

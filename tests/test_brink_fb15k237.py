@@ -1,8 +1,8 @@
 """BRINK on the real FB15k-237 (all splits, 310,116 triples) as the official code builds it:
 rules mined on the fly with BRINK's AMIE 3 settings, 300 rules drawn among those with
 groundings (the official ``grounding_sample.sh --max_rules 300``), one question per kept
-grounding. The figures sit in a sanity band around the official release (README, section
-BRINK, says why they are not an exact match)."""
+grounding. The figures sit in a sanity band around the official release (docs/brink.md,
+"Figures against the official release", says why they are not an exact match)."""
 
 from __future__ import annotations
 

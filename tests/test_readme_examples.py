@@ -1,10 +1,12 @@
-"""The README's shell examples run as written, in the order written, on the bundled Family data:
-every command of its ```bash blocks, one after another in one working directory and one store
-(``$KGENGINE_STORE``), then each example of its command table on a copy of the store that
-walkthrough left. Each runs through bash, so quoting, ``\\`` continuations, comments and
-redirections are the README's own. Examples that need a network, an LLM, Neo4j, a server or a
-dataset that is not bundled are skipped, each named in SKIPPED with its reason (and every
-entry there must still match an example, so the list cannot go stale)."""
+"""The README's shell examples and those of its step-by-step guide (docs/usage.md) run as
+written, in the order written, on the bundled Family data: every command of their ```bash
+blocks, the README's then the guide's, one after another in one working directory and one store
+(``$KGENGINE_STORE``), then each example of the README's command table on a copy of the store
+that walkthrough left, and the guide's loading table. Each runs through bash, so quoting,
+``\\`` continuations, comments and redirections are the pages' own. Examples that need a
+network, an LLM, Neo4j, a server or a dataset that is not bundled are skipped, each named in
+SKIPPED with its reason (and every entry there must still match an example, so the list cannot
+go stale)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "usage.md"  # the README's commands step by step: its walkthrough goes on there
+PAGES = (README, GUIDE)
 # the walkthrough mines, builds a BRINK set and evaluates it: ~2 min on 2 cores
 slow = pytest.mark.slow
 
@@ -70,10 +75,11 @@ EXPECTED: dict[str, str] = {
 @dataclass(frozen=True)
 class Example:
     command: str  # as written, continuation lines joined by bash's own "\\\n"
-    line: int  # where it starts in the README
+    page: str  # the page it is on, relative to the repository root
+    line: int  # where it starts on that page
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: {self.command}"
+        return f"{self.page}:{self.line}: {self.command}"
 
 
 def longest_match(table: dict[str, str], command: str) -> str | None:
@@ -81,10 +87,10 @@ def longest_match(table: dict[str, str], command: str) -> str | None:
     return table[max(keys, key=len)] if keys else None
 
 
-def block_examples(text: str) -> list[Example]:
-    """The commands of every ```bash block, in order (comment-only lines dropped)."""
+def block_examples(page: Path) -> list[Example]:
+    """The commands of every ```bash block of the page, in order (comment-only lines dropped)."""
     out: list[Example] = []
-    lines = text.splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     inside, pending, start = False, "", 0
     for number, line in enumerate(lines, 1):
         if line.startswith("```"):
@@ -96,7 +102,7 @@ def block_examples(text: str) -> list[Example]:
             start = number
         pending = f"{pending}\n{line}" if pending else line
         if not line.endswith("\\"):
-            out.append(Example(pending, start))
+            out.append(Example(pending, name(page), start))
             pending = ""
     return out
 
@@ -105,17 +111,21 @@ COMMANDS_TABLE = "| command | example |"
 LOADING_TABLE = "| dataset | example | reads |"
 
 
-def table_examples(text: str, header_line: str = COMMANDS_TABLE) -> list[Example]:
-    """The example column (the second) of the table with this header, in order."""
+def name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def table_examples(page: Path, header_line: str = COMMANDS_TABLE) -> list[Example]:
+    """The example column (the second) of the page's table with this header, in order."""
     out = []
-    lines = text.splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     header = lines.index(header_line)
     for number, line in enumerate(lines[header + 2:], header + 3):
         if not line.startswith("|"):
             break
         example = line.split("|")[2]
         if (code := re.search(r"`(kgengine [^`]+)`", example)) is not None:
-            out.append(Example(code.group(1), number))
+            out.append(Example(code.group(1), name(page), number))
     return out
 
 
@@ -156,12 +166,16 @@ def runnable(examples: list[Example]) -> list[Example]:
     return [e for e in examples if longest_match(SKIPPED, e.command) is None]
 
 
+def walkthrough_examples() -> list[Example]:
+    """The ```bash examples of the README, then those of docs/usage.md, which continue them."""
+    return [e for page in PAGES for e in block_examples(page)]
+
+
 def test_every_skip_is_an_example_and_the_main_commands_run() -> None:
-    text = README.read_text(encoding="utf-8")
-    examples = [e.command for e in (*block_examples(text), *table_examples(text),
-                                    *table_examples(text, LOADING_TABLE))]
+    examples = [e.command for e in (*walkthrough_examples(), *table_examples(README),
+                                    *table_examples(GUIDE, LOADING_TABLE))]
     stale = [k for k in SKIPPED if not any(c.startswith(k) for c in examples)]
-    assert not stale, f"SKIPPED names examples the README no longer has: {stale}"
+    assert not stale, f"SKIPPED names examples the README and docs/usage.md no longer have: {stale}"
     ran = {c.split()[1] for c in examples if longest_match(SKIPPED, c) is None}
     assert ran >= {"load", "graphs", "stats", "query", "mine", "brink", "ask", "eval", "entity"}
 
@@ -169,7 +183,7 @@ def test_every_skip_is_an_example_and_the_main_commands_run() -> None:
 @pytest.fixture(scope="module")
 def walkthrough(work: Path) -> Path:
     """Every ```bash example in order, in one directory and one store."""
-    for example in runnable(block_examples(README.read_text(encoding="utf-8"))):
+    for example in runnable(walkthrough_examples()):
         run(work, example)
     return work
 
@@ -191,7 +205,7 @@ def test_the_command_table_examples_run(walkthrough: Path) -> None:
     cwd = walkthrough / "cwd"
     pristine = walkthrough / "kg-after-walkthrough"
     shutil.copytree(cwd / "kg", pristine)
-    examples = runnable(table_examples(README.read_text(encoding="utf-8")))
+    examples = runnable(table_examples(README))
     assert len(examples) >= 12
     for example in examples:
         shutil.rmtree(cwd / "kg")
@@ -201,9 +215,9 @@ def test_the_command_table_examples_run(walkthrough: Path) -> None:
 
 
 def test_the_loading_table_examples_run(tmp_path: Path) -> None:
-    """The load examples of the Loading table, each into a new store."""
+    """The load examples of the guide's Loading table, each into a new store."""
     work = workspace(tmp_path)
-    examples = runnable(table_examples(README.read_text(encoding="utf-8"), LOADING_TABLE))
+    examples = runnable(table_examples(GUIDE, LOADING_TABLE))
     assert [e.command for e in examples] == ["kgengine load family"]
     for example in examples:
         shutil.rmtree(work / "cwd" / "kg", ignore_errors=True)

@@ -500,7 +500,7 @@ def _answerability(store: KGStore, graph: str, dataset: str, rules: Sequence[Rul
     if options.load_as:
         # with dataset ids the source graph's labels still fit; private ids and text labels
         # are the entity ids of the published graphs themselves
-        labels = store.labels(graph) if options.labels == Surface.DATASET else {}
+        labels = store.labels(graph).items() if options.labels == Surface.DATASET else ()
         names = {}
         for variant, triples in (("complete", complete), ("incomplete", incomplete)):
             name = f"{options.load_as}-{variant}"

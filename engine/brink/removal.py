@@ -100,7 +100,8 @@ def remove(selected: Iterable[Grounding]) -> Removal:
     order (a greedy pass would keep a few more, but which ones would depend on rule order)."""
     chosen = tuple(selected)
     in_bodies = Counter(t for g in chosen for t in set(g.body))
-    kept, conflicts = [], []
+    kept: list[Grounding] = []
+    conflicts: list[Grounding] = []
     for g in chosen:
         # select() never yields a head inside its own body, so any count is another's body
         (conflicts if in_bodies[g.head] else kept).append(g)

@@ -149,7 +149,7 @@ def score_command(gold_path: Path, pred_path: Path, split_on_spaces: bool, permi
     strict, missing = score_files(gold_path, pred_path, split_on_spaces)
     loose = score_files(gold_path, pred_path, split_on_spaces, permissive=True)[0] if permissive else None
     if as_json:
-        out: dict[str, object] = strict.as_dict()
+        out: dict[str, object] = dict(strict.as_dict())
         if loose is not None:
             out["permissive"] = loose.as_dict()
         click.echo(json.dumps(out))

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kgengine.eval.metrics import gold_answer_set, normalize_answer, prediction_answers
+from kgengine.eval.metrics import QuestionFigures, gold_answer_set, normalize_answer, prediction_answers
 
 TOPIC_NOT_LINKED = "topic not linked"
 RELATION_NOT_LINKED = "relation not linked"
@@ -32,11 +32,11 @@ CAUSES = (TOPIC_NOT_LINKED, RELATION_NOT_LINKED, RANKED_BELOW_CUT, KB_LACKS_FACT
           WRONG_ANSWER)
 
 
-def is_miss(record: Mapping[str, Any], scores: Mapping[str, float | None]) -> bool:
+def is_miss(record: Mapping[str, Any], scores: QuestionFigures) -> bool:
     """MetaQA: Hit@1 is 0; BRINK: no gold answer or not the hard answer."""
-    if scores.get("hit@1") is not None:
+    if scores["hit@1"] is not None:
         return scores["hit@1"] == 0.0
-    return scores["hits_any"] == 0.0 or scores.get("hits_hard") == 0.0
+    return scores["hits_any"] == 0.0 or scores["hits_hard"] == 0.0
 
 
 def miss_cause(record: Mapping[str, Any], *, metaqa: bool, reachable: set[str] | None,

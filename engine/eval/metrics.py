@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from kgengine.answers import DELETE_PUNCTUATION, normalize_answer, split_raw_output
 from kgengine.errors import KGEngineError
@@ -111,6 +111,13 @@ class QuestionScore:
     recall: float
     f1: float
     hits_hard: float
+
+
+# One question's figures in an evaluation: the strict scores, the permissive ones and, for a
+# Hit@1 set (MetaQA), Hit@1; ``hits_hard`` is None for a Hit@1 set, ``hit@1`` for a BRINK one.
+QuestionFigures = TypedDict("QuestionFigures", {
+    "hits_any": float, "precision": float, "recall": float, "f1": float, "hits_hard": float | None,
+    "hit@1": float | None, "permissive_hits_any": float, "permissive_f1": float})
 
 
 def score_question(predicted: Iterable[str], answers: frozenset[str], hard_answer: str) -> QuestionScore:

@@ -15,6 +15,7 @@ from kgengine.eval.analysis import cause_counts, is_miss, miss_cause
 from kgengine.eval.files import write_official
 from kgengine.eval.metrics import (
     METRIC_KEYS,
+    QuestionFigures,
     QuestionScore,
     aggregate,
     hard_hits_rate,
@@ -43,7 +44,7 @@ def uses_hit_at_1(record: Mapping[str, Any]) -> bool:
     return record["metric"] == Metric.HIT_AT_1
 
 
-def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) -> dict[str, float | None]:
+def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) -> QuestionFigures:
     """One record's strict scores (through the same parsing as the official files), its
     permissive ones and, for a Hit@1 set (MetaQA), Hit@1."""
     g = read_gold([official_gold(record)])[record["id"]]
@@ -57,7 +58,7 @@ def question_scores(record: Mapping[str, Any], split_on_spaces: bool = False) ->
             "permissive_hits_any": loose.hits_any, "permissive_f1": loose.f1}
 
 
-def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, float | None]]
+def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[QuestionFigures]
               ) -> dict[str, float | int | None]:
     """The setting's figures: strict BRINK metrics (official aggregation), Hit@1 for MetaQA."""
     metaqa = bool(records) and uses_hit_at_1(records[0])
@@ -69,26 +70,26 @@ def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str
         out["hit@1"] = mean([s["hit@1"] or 0.0 for s in scores])
     else:
         out["hit@1"] = None
-    out["permissive_hits_any"] = mean([s["permissive_hits_any"] or 0.0 for s in scores])
-    out["permissive_f1"] = mean([s["permissive_f1"] or 0.0 for s in scores])
+    out["permissive_hits_any"] = mean([s["permissive_hits_any"] for s in scores])
+    out["permissive_f1"] = mean([s["permissive_f1"] for s in scores])
     out["errors"] = sum(1 for r in records if r.get("error"))
     out["service_errors"] = sum(1 for r in records if r.get("service_failed"))
     return out
 
 
-def by_rule_type(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, float | None]]
+def by_rule_type(records: Sequence[Mapping[str, Any]], scores: Sequence[QuestionFigures]
                  ) -> dict[str, dict[str, float | int]]:
-    groups: dict[str, list[Mapping[str, float | None]]] = defaultdict(list)
+    groups: dict[str, list[QuestionFigures]] = defaultdict(list)
     for record, score in zip(records, scores, strict=True):
         kind = record["gold"].get("rule_type")
         if kind:
             groups[kind].append(score)
     out = {}
     for kind, items in sorted(groups.items()):
-        hits_any = mean([s["hits_any"] or 0.0 for s in items])
+        hits_any = mean([s["hits_any"] for s in items])
         hits_hard = mean([s["hits_hard"] or 0.0 for s in items])
         out[kind] = {"hits_any": hits_any, "hits_hard": hits_hard, "hhr": hard_hits_rate(hits_hard, hits_any),
-                     "f1": mean([s["f1"] or 0.0 for s in items]), "n": len(items)}
+                     "f1": mean([s["f1"] for s in items]), "n": len(items)}
     return out
 
 
@@ -109,10 +110,11 @@ def setting_summary(records: Sequence[Mapping[str, Any]], samples: Mapping[int, 
         out["std"] = {}
         for key in (*SUMMARY_KEYS, "permissive_hits_any", "permissive_f1", "errors", "service_errors"):
             values = [s[key] for s in per_seed.values()]
-            if any(v is None for v in values):
+            present = [float(v) for v in values if v is not None]
+            if len(present) < len(values):
                 out[key] = None
                 continue
-            centre, spread = mean_std([float(v) for v in values])
+            centre, spread = mean_std(present)
             out[key] = int(centre) if key == "n" else centre
             out["std"][key] = spread
         out["seeds"] = per_seed
@@ -252,7 +254,7 @@ def write_reports(out_dir: Path, by_setting: Mapping[str, Sequence[Mapping[str, 
         s = setting_summary(records, samples.get(key), split_on_spaces)
         folder = out_dir / "official" / slug(key)
         folder.mkdir(parents=True, exist_ok=True)
-        gold_path, pred_path = write_official(folder, [r | {"gold": official_gold(r)} for r in records])
+        gold_path, pred_path = write_official(folder, [{**r, "gold": official_gold(r)} for r in records])
         s["official"] = {"gold": str(gold_path.relative_to(out_dir)),
                          "pred": str(pred_path.relative_to(out_dir))}
         first = records[0] if records else {}
