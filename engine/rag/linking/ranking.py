@@ -23,10 +23,11 @@ is scored against the question (its text with the topic mention as ``<e>``) by:
   path's end — a numeric end (years, ratings) for "when"/"what year", never for "who"; the
   end's noun under the relation's reading ("genre" ends ``has_genre``);
 - with a training split, the naive-Bayes path predictor's probability of the path
-  (:class:`kgengine.rag.paths.PathClassifier`) as one more signal.
+  (:class:`kgengine.rag.linking.classifier.PathClassifier`) as one more signal.
 
-The ranking is pure over a :class:`StepSource` (the graph's steps around a set of entities):
-:class:`AdjacencySteps` in memory, :class:`StoreSteps` through the store's named queries."""
+The ranking reads the graph only through a :class:`kgengine.rag.graph.view.GraphView` (the
+steps around a set of entities, one step): the store's or the graph in memory, the same
+ranking either way. The question's and the relations' cues are :mod:`kgengine.rag.linking.cues`."""
 
 from __future__ import annotations
 
