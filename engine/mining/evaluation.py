@@ -157,6 +157,8 @@ class RuleEvaluator:
         adj = idx.adjacency(idx.relation(atom.relation), atom.object == node)
         if isinstance(value, np.ndarray):
             return adj.gather(value)  # selection-matrix product: one CSR row per row
+        if value is None:
+            raise ValueError(f"{atom} has no fixed term besides {node}")
         mask = np.zeros(idx.n, dtype=bool)
         mask[adj.row(int(value))] = True
         return mask
@@ -178,10 +180,11 @@ class RuleEvaluator:
                 neighbours.setdefault(other, []).append(atom)
         for child, child_atoms in neighbours.items():
             incoming = self._message(rows, atoms, child, node)
-            edge = None  # child values x node values; parallel atoms: element-wise product
-            for atom in child_atoms:
-                adj = idx.adjacency(idx.relation(atom.relation), atom.subject == child)
-                edge = adj if edge is None else edge.intersect(adj)
+            # child values x node values; parallel atoms: element-wise product
+            edges = [idx.adjacency(idx.relation(a.relation), a.subject == child) for a in child_atoms]
+            edge = edges[0]
+            for parallel in edges[1:]:
+                edge = edge.intersect(parallel)
             result = self._combine(result, self._propagate(incoming, edge))
         return result
 
@@ -199,15 +202,18 @@ class RuleEvaluator:
             return b
         if b is None:
             return a
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-            return a & b
         if isinstance(a, np.ndarray):
-            a, b = b, a
+            return a & b if isinstance(b, np.ndarray) else RuleEvaluator._masked(b, a)
         if isinstance(b, np.ndarray):
-            coo = a.tocoo()
-            keep = b[coo.col]
-            return csr(coo.row[keep], coo.col[keep], a.shape)
+            return RuleEvaluator._masked(a, b)
         return binarise(a.multiply(b))
+
+    @staticmethod
+    def _masked(per_row: sp.csr_matrix, mask: np.ndarray) -> sp.csr_matrix:
+        """Per-row value sets restricted to a row-independent one."""
+        coo = per_row.tocoo()
+        keep = mask[coo.col]
+        return csr(coo.row[keep], coo.col[keep], per_row.shape)
 
     def _as_rows(self, rows: Rows, message: Message) -> sp.csr_matrix:
         if message is None:
