@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 from kgengine.loaders import read_dataset
-from kgengine.mining import matrix
+from kgengine.mining import budget, candidate_counts
+from kgengine.mining.candidate_counts import CandidateCounts
+from kgengine.mining.graph_index import KGIndex
 from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
-from kgengine.mining.matrix import KGIndex, MatrixEngine
+from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.oxigraph_store import OxigraphStore
 from test_mining_amie_parity import BRINK, assert_same_as_amie
@@ -69,16 +71,16 @@ def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: py
     # one thread: forked mining workers would not see the patched block size nor the counter
     options = replace(FB_OPTIONS, max_len=4, threads=1)
     whole = mine(MatrixEngine(KGIndex(triples)), options)
-    monkeypatch.setattr(matrix, "_CHUNK_ROWS", 64)
-    monkeypatch.setattr(matrix, "_FIX_FREE_PAIRS", 0)  # the relation-by-relation path
+    monkeypatch.setattr(budget, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(candidate_counts, "_FIX_FREE_PAIRS", 0)  # the relation-by-relation path
     free_pairs = []
-    original = MatrixEngine._free_pair_counts
+    original = CandidateCounts._free_pair_counts
 
-    def counted(self: MatrixEngine, *args: Any, **kwargs: Any) -> dict[str, int]:
+    def counted(self: CandidateCounts, *args: Any, **kwargs: Any) -> dict[str, int]:
         free_pairs.append(args)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(MatrixEngine, "_free_pair_counts", counted)
+    monkeypatch.setattr(CandidateCounts, "_free_pair_counts", counted)
     # the general path only: the chain kernel (which ``whole`` used) would count these rules
     monkeypatch.setattr(MatrixEngine, "_from_chains", lambda self, atoms, shapes, rest, *_: rest)
     blocked = mine(MatrixEngine(KGIndex(triples)), options)

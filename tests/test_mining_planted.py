@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from kgengine.mining import matrix
-from kgengine.mining.matrix import KGIndex, MatrixEngine
+from kgengine.mining import budget, candidate_counts
+from kgengine.mining.graph_index import KGIndex
+from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.oxigraph_store import OxigraphStore
 from synthetic_kg import planted_kg
@@ -78,23 +79,23 @@ def test_sampled_measures_equal_sparql_counts_on_the_store(kg, mined, tmp_path) 
 @pytest.mark.slow
 def test_neighbour_walks_and_halved_blocks_change_no_rule(index, mined,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matrix, "_WALK_NEIGHBOURS", 0)  # never walk: build every value set
+    monkeypatch.setattr(candidate_counts, "_WALK_NEIGHBOURS", 0)  # never walk: build every value set
     assert rows(mine(MatrixEngine(index), OPTIONS)) == rows(mined)
-    monkeypatch.setattr(matrix, "_WALK_NEIGHBOURS", 10**9)  # walk whenever it may
+    monkeypatch.setattr(candidate_counts, "_WALK_NEIGHBOURS", 10**9)  # walk whenever it may
     assert rows(mine(MatrixEngine(index), OPTIONS)) == rows(mined)
     halvings = []
-    original = MatrixEngine._in_blocks
+    original = budget.in_blocks
 
     def counted(rows_, evaluate):
         def traced(block, whole):
             try:
                 return evaluate(block, whole)
-            except matrix.MessageTooLarge:
+            except budget.MessageTooLarge:
                 halvings.append(len(block))
                 raise
         return original(rows_, traced)
 
-    monkeypatch.setattr(matrix, "_MESSAGE_BUDGET", 500)
-    monkeypatch.setattr(MatrixEngine, "_in_blocks", staticmethod(counted))
+    monkeypatch.setattr(budget, "MESSAGE_BUDGET", 500)
+    monkeypatch.setattr(budget, "in_blocks", counted)
     assert rows(mine(MatrixEngine(index), replace(OPTIONS, max_len=3))) == rows(mined)
     assert len(halvings) > 20

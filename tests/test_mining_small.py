@@ -10,8 +10,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
+from kgengine.mining.graph_index import KGIndex
 from kgengine.mining.io import MinedRule
-from kgengine.mining.matrix import KGIndex, MatrixEngine
+from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.measures import Side, support_threshold
 from kgengine.mining.query_engine import QueryEngine
 from kgengine.mining.rules import Atom, Rule, RuleType, is_variable, parse_rule

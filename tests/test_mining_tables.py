@@ -10,10 +10,11 @@ import random
 
 import numpy as np
 import pytest
-from kgengine.mining import chains, matrix
+from kgengine.mining import budget, chains
 from kgengine.mining.chains import Chain, chains_of
 from kgengine.mining.counting import FRESH
-from kgengine.mining.matrix import KGIndex, MatrixEngine
+from kgengine.mining.graph_index import KGIndex
+from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.rules import Atom
 from kgengine.model import Triple
 
@@ -48,7 +49,7 @@ def test_head_tables_count_as_the_general_path(seed: int, tight: bool,
     engine = MatrixEngine(index)
     if tight:  # a budget that the busiest entity's walk just fits: the facts go in many blocks
         busiest = int(index.undirected_degrees(np.arange(index.n)).max())
-        monkeypatch.setattr(matrix, "_MESSAGE_BUDGET", busiest)
+        monkeypatch.setattr(budget, "MESSAGE_BUDGET", busiest)
     for head in index.relations:
         for atoms in two_atom_rules(index, head):
             variables = ["?a", "?b", "?f"] if "?f" in atoms[1].terms else ["?a", "?b"]
@@ -56,7 +57,7 @@ def test_head_tables_count_as_the_general_path(seed: int, tight: bool,
             shapes += [("?a", FRESH), (FRESH, "?b")]
             for min_support in (0, 2):
                 fast = engine.refinement_counts(atoms, shapes, min_support)
-                slow = engine._refinement_counts(atoms, shapes, min_support)
+                slow = engine.candidates.refinement_counts(atoms, shapes, min_support)
                 for shape, a, b in zip(shapes, fast, slow, strict=True):
                     wanted = {r: c for r, c in b.items() if c >= max(min_support, 1)}
                     got = {r: c for r, c in a.items() if c >= max(min_support, 1)}
@@ -89,7 +90,7 @@ def test_batched_body_sizes_count_as_one_by_one(seed: int, compiled: bool,
                              strict=True):
         assert capped == exact if exact < 3 else capped >= 3
     # a budget no walk fits: every rule is left to the one-by-one count
-    monkeypatch.setattr(matrix, "_MESSAGE_BUDGET", 0)
+    monkeypatch.setattr(budget, "MESSAGE_BUDGET", 0)
     blocked = engine.body_sizes(rules)
     assert None in blocked
     assert all(c is None or c == engine.body_size(r) for r, c in zip(rules, blocked, strict=True))
@@ -128,7 +129,7 @@ def test_batched_three_atom_path_body_sizes_count_as_one_by_one(seed: int, compi
     assert sum(e > 0 for e in exact) > len(rules) // 4  # the paths exist: the comparison is not vacuous
     for e, capped in zip(exact, engine.body_sizes(rules, caps=[3] * len(rules)), strict=True):
         assert capped is None or (capped == e if e < 3 else capped >= 3)
-    monkeypatch.setattr(matrix, "_MESSAGE_BUDGET", 0)  # no walk fits: all left to the one-by-one count
+    monkeypatch.setattr(budget, "MESSAGE_BUDGET", 0)  # no walk fits: all left to the one-by-one count
     assert all(c is None for c in engine.body_sizes(rules))
 
 
@@ -186,7 +187,7 @@ def test_chain_closing_atoms_count_as_the_general_path(seed: int, way: str,
             shapes = [(u, v), (v, u)]
             for min_support in (0, 2):
                 fast = engine.refinement_counts(atoms, shapes, min_support)
-                slow = engine._refinement_counts(atoms, shapes, min_support)
+                slow = engine.candidates.refinement_counts(atoms, shapes, min_support)
                 for shape, a, b in zip(shapes, fast, slow, strict=True):
                     wanted = {r: c for r, c in b.items() if c >= max(min_support, 1)}
                     assert a == wanted, (atoms, shape, min_support)

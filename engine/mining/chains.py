@@ -27,8 +27,8 @@ from kgengine.mining.rules import Atom, is_variable
 
 
 class ChainIndex(Protocol):
-    """What the counter reads of an index (``kgengine.mining.matrix.KGIndex``, which imports
-    this module: a protocol here keeps the import one way)."""
+    """What the counter reads of an index (``kgengine.mining.graph_index.KGIndex``; a protocol
+    keeps this module independent of the index's)."""
 
     n: int
     relations: list[str]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kgengine.mining.matrix import KGIndex, build_arrays
+from kgengine.mining.graph_index import KGIndex, build_arrays
 from kgengine.store import KGStore, canonical_location, is_directory_location, short_digest
 
 MAGIC = b"KGMINIX1"

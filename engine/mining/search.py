@@ -71,8 +71,9 @@ def counting_engine(store: KGStore, graph: str, kind: str = "matrix",
         return QueryEngine(store, graph)
     if kind != "matrix":
         raise ValueError(f"unknown counting engine {kind!r}; known: {', '.join(ENGINES)}")
+    from kgengine.mining.graph_index import KGIndex
     from kgengine.mining.index import cached_index
-    from kgengine.mining.matrix import KGIndex, MatrixEngine
+    from kgengine.mining.matrix import MatrixEngine
 
     index = cached_index(store, graph, on_read) if persisted else KGIndex.from_store(store, graph, on_read)
     return MatrixEngine(index)
@@ -225,15 +226,15 @@ class Miner:
             finally:
                 gc.unfreeze()
         else:
-            pool = ThreadPoolExecutor(max_workers=workers)
+            executor = ThreadPoolExecutor(max_workers=workers)
             try:
-                for future in as_completed([pool.submit(self.mine_head, h) for h in order]):
+                for future in as_completed([executor.submit(self.mine_head, h) for h in order]):
                     collect(future.result())
             except BaseException:
                 self._cancel.set()  # Ctrl-C: running heads stop at their next rule
-                pool.shutdown(wait=True, cancel_futures=True)
+                executor.shutdown(wait=True, cancel_futures=True)
                 raise
-            pool.shutdown(wait=True)
+            executor.shutdown(wait=True)
         return [results[h] for h in heads]
 
     # -- one head relation ---------------------------------------------------------------------
