@@ -332,6 +332,15 @@ class KGIndex:
         keys = self.rel_keys[relation]
         return keys // self.n, keys % self.n
 
+    def iter_triples(self) -> Iterator[Triple]:
+        """Every fact as a triple of names, relation by relation (the index persisted at load
+        gives the answerers the graph in memory without reading the store again)."""
+        names = self.entities
+        for relation, name in enumerate(self.relations):
+            heads, tails = self.facts_of(relation)
+            for head, tail in zip(heads.tolist(), tails.tolist(), strict=True):
+                yield Triple(names[head], name, names[tail])
+
     def pair_relations(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For the pairs ``keys`` (s*n+o): (position in keys, relation id) of every fact."""
         if len(self.pair_keys) == 0 or len(keys) == 0:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgengine.errors import KGEngineError
+from kgengine.model import Triple
 from kgengine.rag.base import DEFAULT_HOPS, DEFAULT_TOP_K, Answerer
 from kgengine.rag.rules import DEFAULT_MAX_LEN
 from kgengine.store import KGStore, resolve_graph
@@ -362,11 +363,18 @@ class MethodContext:
         from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView
 
         def make() -> MemoryGraphView:
-            adjacency = self._once("adjacency", GraphAdjacency,
-                                   lambda: GraphAdjacency(self.store.triples(self.graph)))
+            adjacency = self._once("adjacency", GraphAdjacency, lambda: GraphAdjacency(self._facts()))
             return MemoryGraphView(adjacency, self.store.order_key)
 
         return self._once("memory_view", MemoryGraphView, make)
+
+    def _facts(self) -> Iterable[Triple]:
+        """The graph's facts: from the mining index persisted at load when it is current (a
+        memory-mapped file: no store read), else from the store."""
+        from kgengine.mining.index import load_index
+
+        index = load_index(self.store, self.graph)
+        return index.iter_triples() if index is not None else self.store.triples(self.graph)
 
     def linker(self) -> GraphEntityLinker:
         from kgengine.rag.linking.entities import GraphEntityLinker
