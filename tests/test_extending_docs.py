@@ -9,7 +9,7 @@ import types
 from pathlib import Path
 
 from helpers.toy_kg import MOVIES
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import Question
 from kgengine.rag.methods import build_answerer, register_method, unregister_method
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers.toy_kg import triples
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import Question
 from kgengine.rag.linking import EntityNotFoundError, GraphEntityLinker
 from kgengine.rag.paths import pattern_of

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from kgengine.cli import main
 from kgengine.llm import LLMRequest, OpenAICompatibleLLM, request_tokens_of
 from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import Question, answer_or_error
 from kgengine.rag.methods import (
     AnswerSettings,

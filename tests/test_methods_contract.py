@@ -20,7 +20,7 @@ from fake_llm import FakeRequest
 from helpers.toy_kg import MOVIES
 from kgengine.cli import main
 from kgengine.errors import KGEngineError
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.questions import read_question_file
 from kgengine.rag.base import Answer, Question, answer_or_error
 from kgengine.rag.methods import (

@@ -19,7 +19,7 @@ from kgengine.mining import index as mining_index
 from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from test_mining_small import TOY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,7 +108,7 @@ def test_a_writer_killed_halfway_leaves_the_graph_minable(loaded: str) -> None:
         import os, signal
         import numpy as np
         from kgengine.mining import index
-        from kgengine.oxigraph_store import OxigraphStore
+        from kgengine.oxigraph.store import OxigraphStore
         calls = []
         real = np.ascontiguousarray
         def dying(array):

@@ -12,7 +12,7 @@ import pytest
 from kgengine.mining import matrix
 from kgengine.mining.matrix import KGIndex, MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from synthetic_kg import planted_kg
 
 OPTIONS = MiningOptions(max_len=3, threads=1)  # BRINK's thresholds; patches need one process

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from helpers.toy_kg import triples
 from helpers.zero_shot_kgs import CODES, FREEBASE, ZERO_SHOT_KGS, ZeroShotKG
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import Question
 from kgengine.rag.methods import AnswerSettings, build_answerer
 from kgengine.rag.paths import GraphAdjacency, PatternPath, parse_path
