@@ -49,7 +49,7 @@ from kgengine.loaders import read_dataset
 from kgengine.loaders.metaqa import MetaQAQuestion, load_questions
 from kgengine.model import Direction, Question, Triple
 from kgengine.neo4j_store import Neo4jStore
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.progress import progress_bar
 from kgengine.rag.embeddings import DEFAULT_THREADS, load_encoder
 from kgengine.rag.retrieval import DEFAULT_HUB_CAP, KHopRetriever

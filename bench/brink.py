@@ -71,7 +71,7 @@ def job_load(dataset: str, store: str) -> dict[str, Any]:
 def job_mine(dataset: str, store: str, out: str) -> dict[str, Any]:
     from kgengine.brink.build import mine_rules
     from kgengine.mining.io import write_tsv
-    from kgengine.oxigraph_store import OxigraphStore
+    from kgengine.oxigraph.store import OxigraphStore
 
     graph = SETUPS[dataset][3]
     started = time.perf_counter()

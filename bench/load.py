@@ -59,7 +59,7 @@ def _measure(started: float, cpu_started: float, triples: int) -> dict[str, Any]
 def job_kgengine(dataset: str, path: str, store: str) -> dict[str, Any]:
     import kgengine.commands.kg  # noqa: F401  (import time is not load time)
     from kgengine.cli import main
-    from kgengine.oxigraph_store import OxigraphStore
+    from kgengine.oxigraph.store import OxigraphStore
 
     started, cpu_started = time.perf_counter(), _cpu_seconds()
     main(["load", dataset, "--path", path, "--store", store], standalone_mode=False)
@@ -115,12 +115,12 @@ def to_nquads(dataset: str, path: Path, out: Path) -> None:
     """Exactly the N-Quads ``kgengine load`` streams into the store: facts, private ids and
     labels (not timed), for the second baseline."""
     from kgengine.loaders import read_dataset
-    from kgengine.oxigraph_store import _QuadWriter
+    from kgengine.oxigraph.nquads import QuadWriter
     from kgengine.progress import NO_PROGRESS
 
     data = read_dataset(dataset, path)
     with out.open("wb") as fh:
-        writer = _QuadWriter(fh, dataset)
+        writer = QuadWriter(fh, dataset)
         writer.add_triples(data.triples, NO_PROGRESS)
         writer.add_entities(data.labels, seed=0)
 

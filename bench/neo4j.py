@@ -40,7 +40,7 @@ from kgengine.loaders import read_dataset
 from kgengine.loaders.metaqa import load_questions
 from kgengine.model import Direction
 from kgengine.neo4j_store import BATCH_SIZE, Neo4jStore
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.store import KGStore
 
 ROOT = Path(__file__).resolve().parent.parent

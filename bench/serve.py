@@ -38,7 +38,7 @@ from urllib.parse import urlencode
 import psutil
 from kgengine import terms
 from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the one shared-data lookup (tests/shared_data.py)

@@ -217,7 +217,7 @@ class KGStore(Protocol):
 # backend -> "module:Class", imported only when a location needs it (in this order: the
 # first class whose ``schemes`` take the location's URI scheme, or that takes directories)
 BACKENDS: dict[str, str] = {
-    "oxigraph": "kgengine.oxigraph_store:OxigraphStore",
+    "oxigraph": "kgengine.oxigraph.store:OxigraphStore",
     "neo4j": "kgengine.neo4j_store:Neo4jStore",
 }
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from shared_data import DATASETS
 
 pytest_plugins = ["neo4j_server", "fake_llm"]  # a real Neo4j for tests marked neo4j; llm_server (fake_llm.py)

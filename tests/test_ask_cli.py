@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from helpers.toy_kg import triples
 from kgengine.cli import main
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 MOVIES = [*triples("""
 Heat | directed_by | Michael Mann

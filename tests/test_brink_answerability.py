@@ -13,7 +13,7 @@ from kgengine.brink.removal import Grounding
 from kgengine.cli import main
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple as T
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 
 @pytest.fixture

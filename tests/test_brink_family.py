@@ -15,7 +15,7 @@ from kgengine.brink.removal import removal_violations
 from kgengine.brink.report import OFFICIAL
 from kgengine.cli import main
 from kgengine.mining.io import read_rules
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from shared_data import SHARED
 
 AMIE_RULES = SHARED / "reference" / "amie3" / "family_facts_len3.tsv"

@@ -11,7 +11,7 @@ import pytest
 from kgengine.brink.build import BuildOptions, build_brink
 from kgengine.loaders import read_dataset
 from kgengine.mining.io import read_rules
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from shared_data import SHARED
 
 AMIE_RULES = SHARED / "reference" / "amie3" / "family_facts_len3.tsv"

@@ -24,7 +24,7 @@ from kgengine.brink.removal import (
 )
 from kgengine.mining.rules import Atom, Rule, parse_rule
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 T = Triple
 

@@ -20,7 +20,7 @@ from eval_reference import independent_scores
 from kgengine.brink.build import BuildOptions, build_brink
 from kgengine.cli import main
 from kgengine.mining.io import read_rules
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 RULES = Path(__file__).resolve().parent.parent / "engine" / "brink" / "data" / "family_amie3_len3.tsv"
 KEYS = {"hits_any", "precision", "recall", "f1", "hits_hard", "hhr", "n"}

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from fake_llm import Reply
 from helpers.toy_kg import MOVIES
 from kgengine.cli import main
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 DIRECTED = [t for t in MOVIES if t.relation == "directed_by"]
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from kgengine.cli import main
 from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 
 def head_lines(source: Path, target: Path, n: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from kgengine.cli import main
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.terms import RDFS_LABEL, entities_graph_iri, graph_iri
 
 SEED = "7"  # a Family person (the first head of facts.txt)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers.toy_kg import MOVIES
 from kgengine.model import Question
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.methods import build_answerer, register_method, unregister_method
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "extending.md"

@@ -15,7 +15,7 @@ from kgengine.cli import main
 from kgengine.commands.ask import ask
 from kgengine.commands.eval import eval_group
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 COUPLES = [t for i in range(60)
            for t in (Triple(f"h{i}", "husband", f"w{i}"), Triple(f"w{i}", "wife", f"h{i}"))]

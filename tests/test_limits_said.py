@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from test_serve_support import free_port, serve
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")

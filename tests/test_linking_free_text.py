@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers.toy_kg import triples
 from kgengine.model import Question
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.linking.entities import EntityNotFoundError, GraphEntityLinker
 from kgengine.rag.linking.patterns import pattern_of
 

@@ -19,7 +19,7 @@ from kgengine.cli import main
 from kgengine.llm import LLMRequest, LLMStats, OpenAICompatibleLLM, request_tokens_of
 from kgengine.loaders import read_dataset
 from kgengine.model import Question
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import answer_or_error
 from kgengine.rag.methods import (
     AnswerSettings,

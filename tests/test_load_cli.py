@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kgengine import oxigraph_store
 from kgengine.errors import GraphIncompleteError, InputError
 from kgengine.model import Triple
-from kgengine.oxigraph_store import SPOOL_PREFIX, OxigraphStore
+from kgengine.oxigraph import bulk
+from kgengine.oxigraph.bulk import SPOOL_PREFIX
+from kgengine.oxigraph.store import OxigraphStore
 from load_helpers import entities_of, kgengine, raw_triples, run_cli, write_wikidata5m
 
 GOOD = ["a\tknows\tb", "b\tknows\tc", "c\tlikes\ta", "a\tknows\tb"]  # one duplicate
@@ -226,7 +227,7 @@ class _ChangesUnderneath:
 
 @pytest.mark.parametrize("pipes", [True, False])
 def test_failure_while_streaming_leaves_nothing(store_dir: Path, monkeypatch, pipes: bool) -> None:
-    monkeypatch.setattr(oxigraph_store, "USE_PIPES", pipes)
+    monkeypatch.setattr(bulk, "USE_PIPES", pipes)
     before = snapshot(store_dir)
     with OxigraphStore(str(store_dir)) as store, pytest.raises(InputError, match="kg.tsv:40001: changed"):
         store.load("other", _ChangesUnderneath(), dataset="tsv")
@@ -234,7 +235,7 @@ def test_failure_while_streaming_leaves_nothing(store_dir: Path, monkeypatch, pi
 
 
 def test_spool_file_path_where_there_are_no_pipes(tmp_path: Path, monkeypatch, datasets_dir: Path) -> None:
-    monkeypatch.setattr(oxigraph_store, "USE_PIPES", False)
+    monkeypatch.setattr(bulk, "USE_PIPES", False)
     kgengine("load", "brink", "--path", str(datasets_dir / "brink-family"), "--store", str(tmp_path / "s"))
     facts = raw_triples(datasets_dir / "family" / "facts.txt")
     graph = snapshot(tmp_path / "s")

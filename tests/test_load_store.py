@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from kgengine import terms
 from kgengine.loaders.base import DelimitedTriples
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore, _entity_iris, _QuadWriter
+from kgengine.oxigraph.nquads import QuadWriter, _entity_iris
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.progress import NO_PROGRESS
 from kgengine.store import assign_private_ids
 from load_helpers import entities_of, kgengine, raw_triples, write_wikidata5m
@@ -118,7 +119,7 @@ def test_block_conversion_equals_per_triple_conversion(
     outputs = []
     for triples in (block_source, list(block_source)):
         out = io.BytesIO()
-        writer = _QuadWriter(out, "g")
+        writer = QuadWriter(out, "g")
         writer.add_triples(triples, NO_PROGRESS)
         writer.add_entities([(row[0], "label " + row[0]) for row in rows], seed=3)
         outputs.append(out.getvalue())

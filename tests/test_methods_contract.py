@@ -21,7 +21,7 @@ from helpers.toy_kg import MOVIES
 from kgengine.cli import main
 from kgengine.errors import KGEngineError
 from kgengine.model import Question
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.questions import read_question_file
 from kgengine.rag.base import Answer, answer_or_error
 from kgengine.rag.methods import (

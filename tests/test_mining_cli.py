@@ -12,7 +12,7 @@ from kgengine.mining import search
 from kgengine.mining.io import read_rules
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from test_mining_amie_parity import STDOUT, amie_lines
 from test_mining_small import TOY, substitutions
 

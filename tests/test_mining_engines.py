@@ -17,7 +17,7 @@ from kgengine.mining.groundings import HeadFilter, groundings
 from kgengine.mining.io import MinedRule
 from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from test_mining_amie_parity import BRINK, assert_same_as_amie
 from test_mining_small import assert_measures_by_brute_force
 

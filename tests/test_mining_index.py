@@ -20,7 +20,7 @@ from kgengine.mining.graph_index import KGIndex
 from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from test_mining_small import TOY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def test_a_writer_killed_halfway_leaves_the_graph_minable(loaded: str) -> None:
         import os, signal
         import numpy as np
         from kgengine.mining import index
-        from kgengine.oxigraph_store import OxigraphStore
+        from kgengine.oxigraph.store import OxigraphStore
         calls = []
         real = np.ascontiguousarray
         def dying(array):

@@ -13,7 +13,7 @@ from kgengine.mining import budget, candidate_counts
 from kgengine.mining.graph_index import KGIndex
 from kgengine.mining.matrix import MatrixEngine
 from kgengine.mining.search import MiningOptions, counting_engine, mine
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from synthetic_kg import planted_kg
 
 OPTIONS = MiningOptions(max_len=3, threads=1)  # BRINK's thresholds; patches need one process

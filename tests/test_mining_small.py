@@ -18,7 +18,7 @@ from kgengine.mining.query_engine import QueryEngine
 from kgengine.mining.rules import Atom, Rule, RuleType, is_variable, parse_rule
 from kgengine.mining.search import FRESH, Miner, MiningOptions, mine
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 
 # ---- brute force: every substitution, by backtracking over the facts ------------------------
 

@@ -14,7 +14,7 @@ import pytest
 from kgengine.loaders import read_dataset
 from kgengine.model import Triple
 from kgengine.neo4j_store import Neo4jStore
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.queries import query_names
 from neo4j_server import Neo4jServer
 from parity_params import PARAMS, Sample

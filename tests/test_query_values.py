@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kgengine import sparqltext
 from kgengine.errors import QueryError, QueryStopped
-from kgengine.oxigraph_store import MAX_IRI_CHECKS, OxigraphStore
+from kgengine.oxigraph.store import MAX_IRI_CHECKS, OxigraphStore
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")
 E, R = "http://kgengine.org/e/", "http://kgengine.org/r/"

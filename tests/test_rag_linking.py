@@ -81,7 +81,7 @@ def test_entity_command_prints_matches_degrees_and_suggestions(tmp_path) -> None
 
     from click.testing import CliRunner
     from kgengine.cli import main
-    from kgengine.oxigraph_store import OxigraphStore
+    from kgengine.oxigraph.store import OxigraphStore
 
     location = str(tmp_path / "cli-store")
     with OxigraphStore(location) as store:  # closed: the command opens the store itself

@@ -16,7 +16,7 @@ from fake_llm import FakeRequest, Reply, replies
 from helpers.toy_kg import ENTITIES, MOVIES
 from kgengine.llm import LLMRequest, OpenAICompatibleLLM, PromptError, load_prompt, read_prompt
 from kgengine.model import Question, Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.base import LinkedEntity
 from kgengine.rag.llm_methods import (
     LLMAnswerer,

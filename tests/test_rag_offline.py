@@ -190,7 +190,7 @@ def test_offline_answers_are_the_same_on_both_backends(backend, request, tmp_pat
     removed = Triple("m3", "manages", "p17")
     triples = [t for t in company_kg() if t != removed] + COUNTRIES
     if backend == "oxigraph":
-        from kgengine.oxigraph_store import OxigraphStore
+        from kgengine.oxigraph.store import OxigraphStore
 
         store, graph = OxigraphStore(str(tmp_path / "store")), "mixed"
     else:

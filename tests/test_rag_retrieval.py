@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.toy_kg import triples
 from kgengine.model import Direction, Question, Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.retrieval import KHopRetriever, RetrievalError
 
 T = Triple

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from kgengine.model import Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.verbalise import (
     Surface,
     SurfaceFormError,

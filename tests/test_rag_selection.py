@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from helpers.toy_kg import triples
 from kgengine.model import Question, Triple
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag import embeddings, selection
 from kgengine.rag.embeddings import (
     DEFAULT_MODEL,

@@ -101,7 +101,8 @@ def test_replace_fb15k237_oxigraph_killed(datasets_dir: Path, tmp_path: Path) ->
     done = rerun(load_command("fb15k-237", path, location, old, "fb"))
     assert "removing the replaced graph" in done.stderr
     assert check_complete(location, "fb", counts) == "old"
-    from kgengine.oxigraph_store import OTHER_SLOT, OxigraphStore, slot_iris
+    from kgengine.oxigraph.layout import OTHER_SLOT, slot_iris
+    from kgengine.oxigraph.store import OxigraphStore
 
     store = OxigraphStore(location, create=False)
     try:

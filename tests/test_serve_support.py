@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from shared_data import REFERENCE
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")

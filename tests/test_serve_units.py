@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kgengine import sparqltext
-from kgengine.serve import formats, snapshot
+from kgengine.oxigraph import snapshots
+from kgengine.serve import formats
 
 QRF = ox.QueryResultsFormat
 RICH = """SELECT ?a ?b ?c ?d WHERE {
@@ -232,7 +233,7 @@ def test_snapshot_sees_unflushed_writes_and_outlives_compaction(tmp_path: Path) 
     try:
         assert writer.stdout is not None and writer.stdin is not None
         assert writer.stdout.readline().strip() == "ready"
-        snap = snapshot.take_snapshot(store, tmp_path / "snap")
+        snap = snapshots.take_snapshot(store, tmp_path / "snap")
         copy = ox.Store.read_only(str(snap))
         assert len(copy) == 5300  # the WAL-only quads included
         writer.stdin.write("go\n")

@@ -152,7 +152,7 @@ def test_require_graph_and_resolve_graph(subject: Subject) -> None:
 
 
 def test_resolve_graph_takes_the_only_graph_and_refuses_empty_ones(tmp_path: Path) -> None:
-    from kgengine.oxigraph_store import OxigraphStore  # a store of its own: one graph only
+    from kgengine.oxigraph.store import OxigraphStore  # a store of its own: one graph only
 
     with OxigraphStore(str(tmp_path / "store")) as store:
         with pytest.raises(KGEngineError, match="graphs in .*: none"):

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from kgengine.errors import StoreError
 from kgengine.neo4j_store import Neo4jStore
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.store import BACKENDS, backend_class, check_store_location, is_directory_location
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
-BACKEND_MODULES = {"kgengine.oxigraph_store", "kgengine.neo4j_store", "pyoxigraph", "neo4j"}
+BACKEND_MODULES = {"kgengine.oxigraph", "kgengine.neo4j_store", "pyoxigraph", "neo4j"}
 
 
 def imported(path: Path) -> set[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from kgengine.oxigraph_store import lock_holder
+from kgengine.oxigraph.locks import lock_holder
 from test_serve_support import serve
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")

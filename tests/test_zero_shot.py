@@ -18,7 +18,7 @@ import pytest
 from helpers.toy_kg import triples
 from helpers.zero_shot_kgs import CODES, FREEBASE, ZERO_SHOT_KGS, ZeroShotKG
 from kgengine.model import Question
-from kgengine.oxigraph_store import OxigraphStore
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView
 from kgengine.rag.graph.steps import parse_path
 from kgengine.rag.graph.store import StoreGraphView

@@ -6,6 +6,7 @@ import errno
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from kgengine.config import resolve_store
@@ -22,6 +23,11 @@ from kgengine.serve.app import (
     token_file_is_shared,
 )
 from kgengine.store import check_store_location, is_directory_location
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from starlette.applications import Starlette
 
 NO_NEO4J = ("kgengine serve needs an Oxigraph store directory, not a Neo4j URI: it serves SPARQL, and "
             "SPARQL over Neo4j's property graph is out of scope (query Neo4j with `kgengine query --cypher` "
@@ -103,28 +109,33 @@ def serve(store_location: str | None, host: str, port: int, timeout: float, max_
     click.echo(f"kgengine serve: {settings.endpoint} — store {settings.store}, {mode}, "
                f"{http_processes} HTTP process(es) x {1 if allow_update else workers} query worker(s), "
                f"timeout {timeout:g} s", err=True)
-    options = dict(
-        host=host, port=port, lifespan="on", access_log=access_log, log_level="info", server_header=False,
-        proxy_headers=False,  # no proxy is trusted by default; client addresses are only logged
-        # the bound on the request line (h11's, and ours for httptools: kgengine.serve.http);
-        # room for a GET query up to the limit, which the application then answers (414 beyond)
-        h11_max_incomplete_event_size=max_request_bytes + URL_HEADROOM,
-        http=http_protocol(),
-    )
+
+    def config(app: Starlette | str, *, factory: bool = False,
+               processes: int | None = None) -> uvicorn.Config:
+        return uvicorn.Config(
+            app, factory=factory, workers=processes, host=host, port=port, lifespan="on",
+            access_log=access_log, log_level="info", server_header=False,
+            proxy_headers=False,  # no proxy is trusted by default; client addresses are only logged
+            # the bound on the request line (h11's, and ours for httptools: kgengine.serve.http);
+            # room for a GET query up to the limit, which the application then answers (414 beyond)
+            h11_max_incomplete_event_size=max_request_bytes + URL_HEADROOM,
+            http=http_protocol(),
+        )
+
     if http_processes == 1:
-        uvicorn.Server(uvicorn.Config(create_app(settings), **options)).run(sockets=[sock])
+        uvicorn.Server(config(create_app(settings))).run(sockets=[sock])
     else:
-        # uvicorn's supervisor spawns the processes; each builds its app (and worker pool)
-        # from the environment, and SIGHUP restarts them all (the store is reopened)
+        # uvicorn's supervisor spawns the processes (each runs its own uvicorn.Server); each
+        # builds its app (and worker pool) from the environment, and SIGHUP restarts them all
+        # (the store is reopened)
         from uvicorn.supervisors import Multiprocess
 
         os.environ[SETTINGS_ENV] = settings_env(settings)
-        config = uvicorn.Config("kgengine.serve.app:app_from_env", factory=True, workers=http_processes,
-                                **options)
-        Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+        Multiprocess(config("kgengine.serve.app:app_from_env", factory=True, processes=http_processes),
+                     sockets=[sock]).run()
 
 
-def http_protocol() -> type | str:
+def http_protocol() -> type[asyncio.Protocol] | str:
     """uvicorn's HTTP protocol: httptools (C) with kgengine's URL fixes, else h11."""
     try:
         from kgengine.serve.http import KGHttpToolsProtocol

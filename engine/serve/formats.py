@@ -428,6 +428,12 @@ def serialize_boolean(fmt: str, value: bool) -> Body:
     return Body(data.encode(), 1)
 
 
+def _serialized(triples: list[ox.Triple], rdf_format: ox.RdfFormat) -> bytes:
+    data = ox.serialize(triples, format=rdf_format)
+    assert data is not None  # given no output, pyoxigraph returns the bytes
+    return data
+
+
 def serialize_triples(fmt: str, triples: Iterable[ox.Triple], max_rows: int, max_bytes: int) -> Body:
     """CONSTRUCT/DESCRIBE results: at most ``max_rows`` triples and ``max_bytes`` bytes."""
 
@@ -445,13 +451,13 @@ def serialize_triples(fmt: str, triples: Iterable[ox.Triple], max_rows: int, max
             break
         kept.append(triple)
     rdf_format = RDF_FORMATS[fmt]
-    data = ox.serialize(kept, format=rdf_format)
+    data = _serialized(kept, rdf_format)
     # the pretty formats cannot be cut line by line: shrink the triple list until it fits
     while len(data) > max_bytes and kept:
         keep = min(len(kept) - 1, int(len(kept) * max_bytes / len(data) * 0.9))
         kept = kept[: max(keep, 0)]
         truncated = "bytes"
-        data = ox.serialize(kept, format=rdf_format)
+        data = _serialized(kept, rdf_format)
     if truncated and fmt == "turtle":
         data += comment(truncated).encode()
     return Body(data, len(kept), truncated)

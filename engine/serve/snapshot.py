@@ -1,16 +1,9 @@
-"""The read-only server's private snapshot of the store.
+"""The read-only server's private snapshots of the store.
 
-Why: a store opened with ``Store.read_only`` while another process writes to it is
-"undefined behaviour" in pyoxigraph's words, and measured so here: after a writer
-compacted the store, a read-only worker failed with ``IO error: No such file or directory: …/000079.sst``
-on a file it had not opened yet. So the server never reads the live store. It takes a
-RocksDB checkpoint (``Store.backup``): hard links to the store's immutable SST files plus a
-copy of its small metadata, made in milliseconds on the same file system; the writer may
-then compact and delete whatever it likes, the links keep the snapshot's files alive. The
-write-ahead logs are copied too, so data committed but not yet flushed by a running writer
-is in the snapshot. Workers open the snapshot read-only; SIGHUP takes a new one. (Reading
-commands do the same, each with a snapshot of its own: ``kgengine.oxigraph_store``, where
-the snapshot itself is taken.)
+The server never reads the live store, which another process may be writing: it reads a
+RocksDB checkpoint (hard links to the store's immutable files plus a copy of its
+write-ahead logs; why, and how it is taken: :mod:`kgengine.oxigraph.snapshots`, which
+reading commands use too). Workers open the snapshot read-only; SIGHUP takes a new one.
 
 Snapshots live beside the store in ``.<store name>.serve/<pid>-<n>`` (same file system, so
 hard links work; elsewhere RocksDB would copy every file) and are removed when the server
@@ -25,10 +18,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kgengine.oxigraph_store import remove_stale, take_snapshot
-from kgengine.oxigraph_store import snapshot_root as _snapshot_root
+from kgengine.oxigraph.snapshots import remove_stale, take_snapshot
+from kgengine.oxigraph.snapshots import snapshot_root as _snapshot_root
 
-__all__ = ["Snapshots", "remove_stale", "snapshot_root", "take_snapshot"]
+__all__ = ["Snapshots", "snapshot_root"]
 log = logging.getLogger("kgengine.serve")
 
 

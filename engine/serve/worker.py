@@ -24,7 +24,8 @@ from typing import Any
 import pyoxigraph as ox
 from kgengine import sparqltext
 from kgengine.errors import GraphNotFoundError
-from kgengine.oxigraph_store import OxigraphStore, is_store_directory
+from kgengine.oxigraph.layout import is_store_directory
+from kgengine.oxigraph.store import OxigraphStore
 from kgengine.processes import read_frame as read_job
 from kgengine.processes import write_frame
 from kgengine.serve import formats
@@ -85,11 +86,13 @@ def run_query(store: ox.Store, job: dict[str, Any]) -> tuple[dict[str, Any], byt
                 result = store.query(text, **options)
         if fast is not None:
             body = fast
-        elif solutions:
+        elif isinstance(result, ox.QuerySolutions):
             variables = [v.value for v in result.variables]
             body = formats.serialize_solutions(offer.fmt, variables, result, max_rows, max_bytes)
-        else:
+        elif isinstance(result, ox.QueryTriples):
             body = formats.serialize_triples(offer.fmt, result, max_rows, max_bytes)
+        else:  # the same query evaluated again gives the same kind of result
+            raise TypeError(f"a query answered with {type(result).__name__} the second time")
     return {"status": 200, "type": offer.content_type, "truncated": body.truncated}, body.data
 
 
