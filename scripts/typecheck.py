@@ -4,7 +4,7 @@ The import package ``kgengine`` is assembled from several folders (pyproject.tom
 ``package-dir``: engine/, loaders/, sparql/, cypher/), and the editable install maps them
 with an import hook that mypy cannot follow. So this script lays the package out as it is
 installed — a tree of symbolic links under build/typecheck/kgengine — runs mypy on it and on
-bench/, and writes every reported path back as the repository path, so an error names
+bench/ (linked too, bench/neo4j.py under another name: it would shadow the driver), and writes every reported path back as the repository path, so an error names
 ``engine/rag/base.py:12``, not the link.
 
 Usage: python scripts/typecheck.py [mypy options]   (exit status: mypy's)
@@ -25,8 +25,14 @@ FOLDERS = {"kgengine": "engine", "kgengine/loaders": "loaders", "kgengine/sparql
            "kgengine/cypher": "cypher"}
 
 
+# benchmark scripts whose file name is a library's (run as scripts, they never import it as
+# themselves); mypy sees them under another name: bench/neo4j.py would shadow the driver
+RENAMED_SCRIPTS = {"neo4j.py": "neo4j_benchmark.py"}
+
+
 def lay_out() -> dict[str, str]:
-    """Links for every .py file of the package; returns link prefix -> repository prefix."""
+    """Links for every .py file of the package and of bench/; returns link prefix ->
+    repository prefix."""
     shutil.rmtree(TREE, ignore_errors=True)
     back: dict[str, str] = {}
     for package, folder in FOLDERS.items():
@@ -38,6 +44,11 @@ def lay_out() -> dict[str, str]:
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(path, link)
         back[str((TREE / package).relative_to(ROOT)) + "/"] = folder + "/"
+    (TREE / "bench").mkdir(parents=True)
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        name = RENAMED_SCRIPTS.get(path.name, path.name)
+        os.symlink(path, TREE / "bench" / name)
+        back[f"{(TREE / 'bench' / name).relative_to(ROOT)}:"] = f"bench/{path.name}:"
     return back
 
 
@@ -45,10 +56,12 @@ def main(argv: list[str]) -> int:
     back = lay_out()
     # longest prefix first: kgengine/loaders/ before kgengine/
     prefixes = sorted(back, key=len, reverse=True)
+    bench_links = str((TREE / "bench").relative_to(ROOT)) + "/"
     command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               str((TREE / "kgengine").relative_to(ROOT)), "bench", *argv]
-    # tests/ too: the benchmarks import its shared-data lookup, synthetic graphs and Neo4j launcher
-    search_path = os.pathsep.join((str(TREE), str(ROOT / "tests")))
+               str((TREE / "kgengine").relative_to(ROOT)), str((TREE / "bench").relative_to(ROOT)), *argv]
+    # bench/ (its scripts import each other) and tests/ (the benchmarks import its shared-data
+    # lookup, synthetic graphs and Neo4j launcher)
+    search_path = os.pathsep.join((str(TREE), str(TREE / "bench"), str(ROOT / "tests")))
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "MYPYPATH": search_path})
     for line in (result.stdout + result.stderr).splitlines():
@@ -56,6 +69,9 @@ def main(argv: list[str]) -> int:
             if line.startswith(prefix):
                 line = back[prefix] + line[len(prefix):]
                 break
+        else:
+            if line.startswith(bench_links):
+                line = "bench/" + line[len(bench_links):]
         print(line)
     return result.returncode
 
