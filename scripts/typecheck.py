@@ -4,7 +4,8 @@ The import package ``kgengine`` is assembled from several folders (pyproject.tom
 ``package-dir``: engine/, loaders/, sparql/, cypher/), and the editable install maps them
 with an import hook that mypy cannot follow. So this script lays the package out as it is
 installed — a tree of symbolic links under build/typecheck/kgengine — runs mypy on it and on
-bench/ (linked too, bench/neo4j.py under another name: it would shadow the driver), and writes every reported path back as the repository path, so an error names
+bench/ (linked too, bench/neo4j.py under another name: it would shadow the driver), and
+writes every reported path back as the repository path, so an error names
 ``engine/rag/base.py:12``, not the link.
 
 Usage: python scripts/typecheck.py [mypy options]   (exit status: mypy's)
