@@ -3,6 +3,7 @@
 Config file: ``$KGENGINE_CONFIG`` or ``<user config dir>/kgengine/config.toml``, e.g.::
 
     store = "/data/kgengine"          # or "neo4j://localhost:7687"
+    cache = "/data/kgengine-cache"    # kgengine.artifacts.cache_root ($KGENGINE_CACHE wins)
     [neo4j]
     user = "neo4j"
     password = "secret"
@@ -67,7 +68,8 @@ def resolve_store(option: str | None) -> str:
 
 
 def cache_dir(kind: str = "") -> Path:
-    """Where kgengine caches things of ``kind`` (``rules``, ``paths``, ``cuts``, ``embeddings``, ``llm``,
-    ``mining``): ``$KGENGINE_CACHE/KIND``, else ``<user cache dir>/kgengine/KIND``."""
-    root = os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine")
-    return Path(root).expanduser() / kind if kind else Path(root).expanduser()
+    """Transitional, for rag/offline.py until it moves to kgengine.artifacts (delete then):
+    the cache-directory rule is ``kgengine.artifacts.cache_root`` (which imports this module,
+    so this cannot call it); the same rule, spelt out."""
+    root = Path(str(setting("cache", "KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine")))
+    return root.expanduser() / kind if kind else root.expanduser()

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kgengine.config import cache_dir
+from kgengine.artifacts import cache_root
 from kgengine.errors import KGEngineError
 from kgengine.fsutil import write_text_atomically
 
@@ -22,7 +22,8 @@ _NAMESPACE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
 def default_cache_dir() -> Path:
-    return cache_dir("llm")
+    """Where responses are cached unless told otherwise: the cache root's ``llm/`` folder."""
+    return cache_root("llm")
 
 
 def canonical_json(value: Any) -> str:
