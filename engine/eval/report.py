@@ -61,8 +61,9 @@ def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str
               ) -> dict[str, float | int | None]:
     """The setting's figures: strict BRINK metrics (official aggregation), Hit@1 for MetaQA."""
     metaqa = bool(records) and uses_hit_at_1(records[0])
-    strict = aggregate([QuestionScore(s["hits_any"], s["precision"], s["recall"], s["f1"],
-                                      s["hits_hard"] or 0.0) for s in scores]).as_dict()
+    # every score but hits_hard (None for a Hit@1 set) and hit@1 (None for a BRINK set) is set
+    strict = aggregate([QuestionScore(s["hits_any"] or 0.0, s["precision"] or 0.0, s["recall"] or 0.0,
+                                      s["f1"] or 0.0, s["hits_hard"] or 0.0) for s in scores]).as_dict()
     out: dict[str, float | int | None] = dict(strict)
     if metaqa:
         out["hits_hard"] = out["hhr"] = None
@@ -112,7 +113,7 @@ def setting_summary(records: Sequence[Mapping[str, Any]], samples: Mapping[int, 
             if any(v is None for v in values):
                 out[key] = None
                 continue
-            centre, spread = mean_std([float(v) for v in values])
+            centre, spread = mean_std([float(v) for v in values if v is not None])
             out[key] = int(centre) if key == "n" else centre
             out["std"][key] = spread
         out["seeds"] = per_seed
@@ -252,7 +253,7 @@ def write_reports(out_dir: Path, by_setting: Mapping[str, Sequence[Mapping[str, 
         s = setting_summary(records, samples.get(key), split_on_spaces)
         folder = out_dir / "official" / slug(key)
         folder.mkdir(parents=True, exist_ok=True)
-        gold_path, pred_path = write_official(folder, [r | {"gold": official_gold(r)} for r in records])
+        gold_path, pred_path = write_official(folder, [{**r, "gold": official_gold(r)} for r in records])
         s["official"] = {"gold": str(gold_path.relative_to(out_dir)),
                          "pred": str(pred_path.relative_to(out_dir))}
         first = records[0] if records else {}

@@ -35,6 +35,7 @@ from kgengine.eval.runner import (
     run_plan,
     store_factory,
 )
+from kgengine.model import Triple
 from kgengine.questions import QuestionRecord, QuestionSet, load_question_set
 from kgengine.rag.methods import Need, check_methods, method_spec, parse_key_values
 from kgengine.rag.paths import pattern_of
@@ -143,7 +144,7 @@ def build_graphs(store: KGStore, qset: QuestionSet, log: Log) -> list[GraphSetti
                     "file): reloading it")
             triples = read_dataset("tsv", path).triples
             if mapping is not None:
-                triples = [(mapping.get(h, h), r, mapping.get(t, t)) for h, r, t in triples]
+                triples = [Triple(mapping.get(h, h), r, mapping.get(t, t)) for h, r, t in triples]
             store.load(name, triples, dataset=f"brink-{build_dir.name}", source=source, replace=True)
             log(f"loaded {path} as graph {name!r}")
         out.append(GraphSetting(variant, name))

@@ -138,10 +138,10 @@ def run_plan(plan: Sequence[tuple[Setting, Sequence[QuestionRecord]]], factory: 
                                              answer.service_failed))
                     bar.advance()
     out: dict[str, list[dict[str, Any]]] = {}
-    for setting, questions in plan:
+    for setting, asked in plan:
         records = out.setdefault(setting.key, [])
         seen = {id_key(r["id"]) for r in records}
-        for q in questions:
+        for q in asked:
             if id_key(q.id) not in seen:
                 record = log.records.get((setting.key, id_key(q.id)))
                 assert record is not None  # answered above

@@ -143,7 +143,10 @@ class SentenceTransformerEncoder:
         except (OSError, ValueError) as exc:
             raise EmbeddingError(f"cannot load embedding model {model!r}: {exc}") from exc
         self.batch_size, self.threads = batch_size, threads
-        self.dimension = int(self._model.get_embedding_dimension())
+        dimension = self._model.get_embedding_dimension()
+        if dimension is None:
+            raise EmbeddingError(f"embedding model {model!r} does not state the size of its vectors")
+        self.dimension = int(dimension)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         with _torch_threads(self.threads):
@@ -255,7 +258,7 @@ def _embed_into(folder: Path, store: KGStore, graph: str, encoder: TextEncoder, 
     progress.update(description=f"{graph}: reading the triples to embed")
     triples = list(store.triples(graph))
     progress.update(total=len(triples), description=f"{graph}: embedding {len(triples):,} triples")
-    vectors: np.ndarray | None = None
+    vectors: np.memmap | None = None
     start = 0
     for batch in _batched(triples, ENCODE_BATCH):
         encoded = encoder.encode([verbalise(t, surface) for t in batch])
