@@ -226,8 +226,8 @@ def test_a_second_evaluation_with_another_output_reuses_the_cache(family_run,
     monkeypatch.setenv("KGENGINE_CACHE", str(root / "user-cache"))
     runs = []
     for name in ("first-output", "second-output"):
-        args = ["eval", "--store", str(root / "store"), "--questions", str(root / "fam"), "--method", "offline",
-                "-o", str(root / name)]
+        args = ["eval", "--store", str(root / "store"), "--questions", str(root / "fam"),
+                "--method", "offline", "-o", str(root / name)]
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, result.output
         runs.append(result.stderr)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from kgengine.artifacts import CACHE_ENV, Artifact, ArtifactCache, Cached, content_key
+from kgengine.artifacts import Artifact, ArtifactCache, Cached, content_key
 from kgengine.fsutil import atomic_path
 from kgengine.mining.matrix import KGIndex, build_arrays
 from kgengine.store import KGStore, canonical_location, is_directory_location
@@ -44,9 +44,6 @@ MAGIC = b"KGMINIX1"
 FORMAT_VERSION = 1  # bump when KGIndex.arrays() changes meaning
 _ALIGN = 64
 _SEPARATOR = "\x00"  # between entity names (no IRI or dataset id holds it)
-
-__all__ = ["CACHE_ENV", "cached_index", "index_cache", "index_path", "load_index", "read", "stamp", "write",
-           "write_after_load"]
 
 
 def index_cache(store: KGStore) -> ArtifactCache:
