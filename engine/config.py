@@ -3,6 +3,7 @@
 Config file: ``$KGENGINE_CONFIG`` or ``<user config dir>/kgengine/config.toml``, e.g.::
 
     store = "/data/kgengine"          # or "neo4j://localhost:7687"
+    cache = "/data/kgengine-cache"    # kgengine.artifacts.cache_root ($KGENGINE_CACHE wins)
     [neo4j]
     user = "neo4j"
     password = "secret"
@@ -64,10 +65,3 @@ def resolve_store(option: str | None) -> str:
     if option:
         return option
     return str(setting("store", "KGENGINE_STORE", default_store_dir()))
-
-
-def cache_dir(kind: str = "") -> Path:
-    """Where kgengine caches things of ``kind`` (``rules``, ``paths``, ``cuts``, ``embeddings``, ``llm``,
-    ``mining``): ``$KGENGINE_CACHE/KIND``, else ``<user cache dir>/kgengine/KIND``."""
-    root = os.environ.get("KGENGINE_CACHE") or platformdirs.user_cache_dir("kgengine")
-    return Path(root).expanduser() / kind if kind else Path(root).expanduser()

@@ -215,3 +215,30 @@ def test_a_build_rescored_in_dataset_ids(family_run) -> None:
         assert other["gold"]["answers"] == [private[a] for a in r["gold"]["answers"]]
         assert other["topic_entity"] == private[r["topic_entity"]]
         assert private[r["topic_entity"]] in other["question"] and r["topic_entity"] not in other["question"]
+
+
+@pytest.mark.slow
+def test_a_second_evaluation_with_another_output_reuses_the_cache(family_run,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answerers' caches are keyed by what they are computed from, not by -o: another run of
+    the same build mines no rules again, and answers the same."""
+    root, _, _, _ = family_run
+    monkeypatch.setenv("KGENGINE_CACHE", str(root / "user-cache"))
+    runs = []
+    for name in ("first-output", "second-output"):
+        args = ["eval", "--store", str(root / "store"), "--questions", str(root / "fam"),
+                "--method", "offline", "-o", str(root / name)]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        runs.append(result.stderr)
+    assert runs[0].count("mining rules on graph") == 2  # the complete and the incomplete KG
+    assert "mining rules on graph" not in runs[1] and runs[1].count("rules mined on") == 2
+    assert runs[1].count(" earlier") >= 2
+    assert len(list((root / "user-cache" / "rules").glob("*.tsv"))) == 2
+    assert not (root / "second-output" / "cache").exists()
+
+    def answers(name: str) -> list[dict]:
+        records = [json.loads(line) for line in (root / name / "results.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+    assert answers("second-output") == answers("first-output")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from kgengine.artifacts import CACHE_ENV, ArtifactCache
 from kgengine.cli import main
 from kgengine.mining import index as mining_index
 from kgengine.mining.graph_index import KGIndex
@@ -153,7 +154,8 @@ def test_nowhere_to_write_means_an_index_in_memory(loaded: str, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setattr(mining_index, "index_path", lambda store, graph: blocker / "sub" / "x.kgidx")
+    monkeypatch.setattr(mining_index, "index_cache",
+                        lambda store: ArtifactCache(blocker / "sub", kind_folders=False))
     store = OxigraphStore(loaded)
     try:
         rules = mine(counting_engine(store, "ff", "matrix"), ONE)
@@ -164,7 +166,7 @@ def test_nowhere_to_write_means_an_index_in_memory(loaded: str, tmp_path: Path,
 
 def test_a_server_store_keeps_its_index_in_the_cache_directory(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(mining_index.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
 
     class Server:
         location = "neo4j://db.example:7687"

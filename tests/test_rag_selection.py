@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.toy_kg import triples
+from kgengine.artifacts import cache_root
 from kgengine.model import Question, Triple
 from kgengine.oxigraph.store import OxigraphStore
 from kgengine.rag import embeddings, selection
@@ -20,7 +21,6 @@ from kgengine.rag.embeddings import (
     DEFAULT_MODEL,
     EmbeddingError,
     SentenceTransformerEncoder,
-    default_cache_dir,
     load_encoder,
 )
 from kgengine.rag.selection import EmbeddingSelector, SelectionError, top_k
@@ -217,7 +217,7 @@ def test_an_interrupted_build_leaves_no_entry(
     # a build killed outright leaves its temporary folder: the next build removes it
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    leftover = cache / f".building-{dead}-x1"
+    leftover = cache / f".entry.{dead}.x1.tmp"
     leftover.mkdir()
     (leftover / "vectors.npy").write_bytes(b"half")
     selector = EmbeddingSelector(films, "films", encoder=model, cache_dir=cache)
@@ -226,9 +226,9 @@ def test_an_interrupted_build_leaves_no_entry(
 
 def test_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KGENGINE_CACHE", str(tmp_path / "kg"))
-    assert default_cache_dir() == tmp_path / "kg" / "embeddings"
+    assert cache_root("embeddings") == tmp_path / "kg" / "embeddings"
     monkeypatch.delenv("KGENGINE_CACHE")
-    assert default_cache_dir().parts[-2:] == ("kgengine", "embeddings")
+    assert cache_root("embeddings").parts[-2:] == ("kgengine", "embeddings")
 
 
 def test_missing_sentence_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Zero-shot relation paths (kgengine.rag.zero_shot): with no training split, on KGs whose
+"""Zero-shot relation paths (kgengine.rag.linking.ranking): with no training split, on KGs whose
 relation names are opaque codes, readable names, CamelCase or Freebase-style paths, a
 question in any of several hand-written phrasings (tests/helpers/zero_shot_kgs.py), asking
 for either side of a relation, gets exactly the answers of its direct triples — on both

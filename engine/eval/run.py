@@ -4,7 +4,6 @@ answering -> reports. The answerers come from ``kgengine.rag.answerers.build_ans
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -13,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kgengine.artifacts import file_digest
 from kgengine.errors import KGEngineError
 from kgengine.eval.ceiling import adjacency, answerable, within_hops
 from kgengine.eval.protocols import (
@@ -136,7 +136,7 @@ def build_graphs(store: KGStore, qset: QuestionSet, log: Log) -> list[GraphSetti
         name = f"{graph_name_for(build_dir)}{form}-{variant}"
         path = build_dir / f"kg_{variant}.tsv"
         # the graph is this build's only if it was loaded from these very bytes
-        source = f"{path.resolve()} sha256:{file_digest(path)}{form}"
+        source = f"{path.resolve()} sha256:{file_digest(path)[:16]}{form}"
         info = store.graph_info(name)
         if info is None or info.status != "complete" or info.source != source:
             if info is not None and info.status == "complete":
@@ -149,15 +149,6 @@ def build_graphs(store: KGStore, qset: QuestionSet, log: Log) -> list[GraphSetti
             log(f"loaded {path} as graph {name!r}")
         out.append(GraphSetting(variant, name))
     return out
-
-
-def file_digest(path: Path) -> str:
-    """The first 16 hex digits of the file's SHA-256 (what identifies a build's KG)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 def default_graphs(store: KGStore, sets: Sequence[QuestionSet], log: Log) -> list[GraphSetting]:
@@ -268,9 +259,9 @@ def run_eval(store: KGStore, request: EvalRequest, factory: AnswererFactory | No
         log(f"resuming: {already:,} answers already in {out_dir / RESULTS}"
             + (f"; {redone:,} asked again (they had failed, or their question, gold, graph or training "
                "split changed)" if redone else ""))
-    # the answerers' caches (mined rules, learned patterns) live with the run, so a run is
-    # reproducible and never reads what another version left in the user cache
-    extra = {"cache_dir": out_dir / "cache", **extra}
+    # the answerers' caches (mined rules, learned patterns, cuts) are kgengine.artifacts', keyed
+    # by what they are computed from, never by -o: another run of the same build reuses them
+    # (``--option cache_dir=DIR`` puts them under another cache root)
     with ExitStack() as resources:  # e.g. a local LLM server started for the run
         if request.llm_concurrency > 1:
             extra.setdefault("llm_concurrency", request.llm_concurrency)

@@ -19,7 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from kgengine.config import cache_dir
+from kgengine.artifacts import cache_root
 from kgengine.errors import KGEngineError
 from kgengine.fsutil import write_text_atomically
 from kgengine.llm.request import Completion, LLMRequest
@@ -29,7 +29,8 @@ CHAT_NAMESPACE = "chat"
 
 
 def default_cache_dir() -> Path:
-    return cache_dir("llm")
+    """Where responses are cached unless told otherwise: the cache root's ``llm/`` folder."""
+    return cache_root("llm")
 
 
 def canonical_json(value: Any) -> str:

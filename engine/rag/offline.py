@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from kgengine.config import cache_dir
+from kgengine.artifacts import Artifact, ArtifactCache, content_key
 from kgengine.errors import KGEngineError
-from kgengine.fsutil import write_text_atomically
 from kgengine.mining.io import MinedRule
 from kgengine.model import Question
 from kgengine.rag.base import Answer, BaseAnswerer, Evidence, LinkedEntity, ScoredAnswer, Timings
@@ -42,12 +42,11 @@ from kgengine.rag.embeddings import LazyEncoder, embeddings_available
 from kgengine.rag.graph.steps import RelationPath, Step, format_path, parse_step
 from kgengine.rag.graph.view import GraphView, HandoverGraphView, follow_path, question_started
 from kgengine.rag.linking.entities import GraphEntityLinker
-from kgengine.rag.linking.learning import PathModel, TrainingQuestion, learn_model, training_stamp
+from kgengine.rag.linking.learning import PathModel, TrainingQuestion, learn_model, training_key
 from kgengine.rag.linking.linker import LearnedRelationLinker, RelationLinker, ZeroShotLinker
 from kgengine.rag.linking.vocabulary import Encoder
 from kgengine.rag.methods import MethodContext, MethodSpec, Need, Progress
 from kgengine.rag.rules import RuleSet, noisy_or, rule_candidates, rule_scores
-from kgengine.store import short_digest
 
 DIRECT_SCORE = 1.0
 
@@ -313,25 +312,31 @@ def build_offline_answerer(context: MethodContext, options: OfflineOptions, rule
 CUTS_VERSION = 1  # bump when calibration or relation linking changes what a cut means
 
 
+def _write_cuts(cuts: dict[Step, float], path: Path) -> None:
+    path.write_text(json.dumps({str(step): cut for step, cut in cuts.items()}), encoding="utf-8")
+
+
+def _read_cuts(path: Path) -> dict[Step, float]:
+    try:
+        return {parse_step(k): float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+    except AttributeError as exc:  # not a JSON object
+        raise ValueError(str(exc)) from exc
+
+
+LEARNED_CUTS: Artifact[dict[Step, float]] = Artifact("cuts", CUTS_VERSION, ".json", write=_write_cuts,
+                                                     read=_read_cuts)
+
+
 def _cached_cuts(context: MethodContext, answerer: OfflineAnswerer, rules: RuleSet,
                  learn: Callable[[], dict[Step, float]]) -> dict[Step, float]:
     """The learned cuts, from the cache when the graph (load stamp), training files, rules and
     settings are those they were learned with (calibrating runs the answerer on up to 25
     training questions per pattern: minutes on FB15k-237)."""
     store, graph, settings = context.store, context.graph, context.settings
-    key = short_digest(str(CUTS_VERSION), *training_stamp(store, graph, settings.train_paths),
-                       rules.fingerprint, str(THRESHOLD_GRID), str(RECALL_WEIGHT),
-                       str(answerer.min_score), str(answerer.rule_guided), str(settings.hops))
-    path = (settings.cache_dir or cache_dir()) / "cuts" / f"{graph}-{key}.json"
-    if path.is_file():
-        try:
-            return {parse_step(k): float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
-        except (ValueError, AttributeError):
-            path.unlink(missing_ok=True)  # a broken cache: learn again
-    cuts = learn()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, json.dumps({str(step): cut for step, cut in cuts.items()}))
-    return cuts
+    key = content_key(training_key(store, graph, settings.train_paths), rules.fingerprint,
+                      str(THRESHOLD_GRID), str(RECALL_WEIGHT), str(answerer.min_score),
+                      str(answerer.rule_guided), str(settings.hops))
+    return ArtifactCache(settings.cache_dir).load_or_build(LEARNED_CUTS, key, learn, label=graph).value
 
 
 def _calibrate(context: MethodContext, answerer: OfflineAnswerer) -> dict[Step, float]:

@@ -9,20 +9,19 @@ body path, and the rule with its PCA confidence.
 
 Rules come from a file (``--rules``: ``kgengine mine`` / AMIE 3 output, a BRINK rules.tsv) or
 are mined on the answered graph on first use with BRINK's AMIE 3 settings (std conf 0.3, PCA
-conf 0.4, head coverage 0.1, max length 3) and cached on disk per graph and load stamp, so a
-reloaded graph is mined again. For BRINK that graph is the incomplete KG: rules never come
-from the complete one."""
+conf 0.4, head coverage 0.1, max length 3) and cached (:mod:`kgengine.artifacts`, kind
+``rules``) per graph load stamp and settings, so a reloaded graph is mined again. For BRINK
+that graph is the incomplete KG: rules never come from the complete one."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from kgengine.config import cache_dir
-from kgengine.fsutil import atomic_path
+from kgengine.artifacts import Artifact, ArtifactCache, content_key, graph_stamp
+from kgengine.errors import KGEngineError
 from kgengine.mining.io import MinedRule, read_rules, write_tsv
 from kgengine.mining.presets import BRINK_MINING, mine_brink_rules
 from kgengine.mining.rules import is_variable
@@ -34,11 +33,6 @@ from kgengine.store import KGStore, short_digest
 
 DEFAULT_MAX_LEN = 3
 RULE_LIMIT = 1_000  # groundings per rule and question (the first in the store's order)
-
-
-def default_cache_dir() -> Path:
-    """The root of the answerers' caches (rules/, paths/): kgengine.config's rule."""
-    return cache_dir()
 
 
 @dataclass(frozen=True)
@@ -65,13 +59,31 @@ class RuleSet:
         return sorted(out, key=lambda r: (-r.pca_confidence, -r.std_confidence, str(r.rule)))
 
 
+def _read_cached_rules(path: Path) -> list[MinedRule]:
+    if path.stat().st_size == 0 or not _has_rules(path):
+        return []  # nothing was mined (too small a graph): an empty list, cached too
+    try:
+        return read_rules(path)
+    except KGEngineError as exc:  # not a whole rules file: the cache builds it again
+        raise ValueError(str(exc)) from exc
+
+
+# version 1: the rules TSV of kgengine.mining.io (AMIE's columns)
+MINED_RULES: Artifact[list[MinedRule]] = Artifact("rules", 1, ".tsv", write=write_tsv,
+                                                  read=_read_cached_rules)
+
+
+def _rules_key(store: KGStore, graph: str, max_len: int) -> str:
+    """What mined rules depend on: the graph's load (a reload mines again) and the settings."""
+    return content_key(graph_stamp(store, graph), str(max_len),
+                       repr((BRINK_MINING.min_conf, BRINK_MINING.min_pca, BRINK_MINING.min_hc)))
+
+
 def cache_path(store: KGStore, graph: str, max_len: int, cache_dir: Path | None = None) -> Path:
-    """Per store, graph and load stamp: reloading the graph (a new stamp) invalidates it."""
-    info = store.require_graph(graph)
-    key = "\t".join([store.location, graph, info.loaded_at, str(info.triples), str(max_len),
-                     repr((BRINK_MINING.min_conf, BRINK_MINING.min_pca, BRINK_MINING.min_hc))])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return (cache_dir or default_cache_dir()) / "rules" / f"{graph}-len{max_len}-{digest}.tsv"
+    """The cache file of the rules mined on ``graph`` as loaded now (``cache_dir``: the cache
+    root instead of :func:`kgengine.artifacts.cache_root`)."""
+    key = _rules_key(store, graph, max_len)
+    return ArtifactCache(cache_dir).path(MINED_RULES, key, f"{graph}-len{max_len}")
 
 
 def load_rules(
@@ -84,22 +96,22 @@ def load_rules(
     threads: int = 1,
     log: Callable[[str], None] = lambda _: None,
 ) -> RuleSet:
+    """Rules from ``rules_path``, else those mined on ``graph`` (cached: mined on first use).
+    Mined rules are the cache file's as read back (confidences rounded as the file holds
+    them), so that answers, and the keys of what is learned with the rules, are the same on
+    first use as on every later one."""
     if rules_path is not None:
         rules = read_rules(rules_path)
         return RuleSet(rules, f"{len(rules)} rules from {rules_path}")
-    path = cache_path(store, graph, max_len, cache_dir)
-    if path.is_file():
-        rules = read_rules(path) if path.stat().st_size > 0 and _has_rules(path) else []
-        return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} earlier", path)
-    log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
-    rules = mine_brink_rules(store, graph, max_len, threads)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as partial:
-        write_tsv(rules, partial)
-    # read back: the confidences as the cache holds them (rounded), so that answers, and the
-    # keys of what is learned with the rules, are the same on first use as on every later one
-    rules = read_rules(path) if rules else []
-    return RuleSet(rules, f"{len(rules)} rules mined on {graph!r} on first use", path)
+
+    def mine() -> list[MinedRule]:
+        log(f"mining rules on graph {graph!r} (first use; BRINK's AMIE 3 settings, max length {max_len})")
+        return mine_brink_rules(store, graph, max_len, threads)
+
+    cached = ArtifactCache(cache_dir).load_or_build(MINED_RULES, _rules_key(store, graph, max_len), mine,
+                                                    label=f"{graph}-len{max_len}")
+    when = "earlier" if cached.hit else "on first use"
+    return RuleSet(cached.value, f"{len(cached.value)} rules mined on {graph!r} {when}", cached.path)
 
 
 def _has_rules(path: Path) -> bool:

@@ -50,7 +50,8 @@ class EmbeddingSelector:
     ``encoder`` is any :class:`~kgengine.rag.embeddings.TextEncoder` (default: the
     sentence-transformers ``model``, all-MiniLM-L6-v2 unless named); ``surface`` is how
     triples are written for the model (``dataset`` ids, ``text`` labels or ``private``
-    ids); ``cache_dir`` overrides the embedding cache location. The cache is loaded (or,
+    ids); ``cache_dir`` is a folder for the cache entries instead of the cache root's
+    ``embeddings/`` (:func:`kgengine.artifacts.cache_root`). The cache is loaded (or,
     with ``build``, built with ``progress``) when the selector is made, for the graph's load
     at that moment; a long-lived selector calls :meth:`refresh` to follow a reload."""
 

@@ -11,8 +11,8 @@ on an incomplete KG (BRINK) a question still learns the relation it asks about a
 direct triple is gone.
 
 Learning reads only the training file (text, topic, answers) and the answered graph; the
-learned model (:class:`PathModel`) is cached on disk per graph, load stamp, training file and
-settings."""
+learned model (:class:`PathModel`) is cached (:mod:`kgengine.artifacts`) per graph load,
+training files' content and settings."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgengine.fsutil import write_text_atomically
+from kgengine.artifacts import Artifact, ArtifactCache, content_key, file_digest, graph_stamp
 from kgengine.mining.io import MinedRule
 from kgengine.questions import read_training
 from kgengine.rag.graph.steps import RelationPath, Step, format_path, parse_path
 from kgengine.rag.graph.view import GraphView
 from kgengine.rag.linking.classifier import PathClassifier
 from kgengine.rag.linking.patterns import PatternIndex, pattern_of
-from kgengine.rag.rules import RuleSet, default_cache_dir
-from kgengine.store import KGStore, short_digest
+from kgengine.rag.rules import RuleSet
+from kgengine.store import KGStore
 
 MODEL_VERSION = 1
 
@@ -211,15 +211,23 @@ def learn_model(
     cache_dir: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PathModel:
-    """Learn (or read from the cache) the pattern -> path model of ``train_paths`` on ``graph``.
-    ``view`` gives the graph in memory and ``split`` the training questions (called only when
-    learning: a cached model needs neither)."""
-    path = _model_cache(store, graph, train_paths, rules, min_rule_confidence, max_hops, cache_dir)
-    if path.is_file():
-        try:
-            return PathModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            path.unlink(missing_ok=True)  # a stale or broken cache: learn again
+    """Learn (or read from the cache, :mod:`kgengine.artifacts` kind ``paths``) the pattern ->
+    path model of ``train_paths`` on ``graph``. ``view`` gives the graph in memory and
+    ``split`` the training questions (called only when learning: a cached model needs
+    neither); ``cache_dir``: the cache root instead of the default one."""
+
+    def learn() -> PathModel:
+        return _learn(train_paths, view, split, rules, min_rule_confidence, max_hops, progress)
+
+    # the rules by content: "mined on first use" and "mined earlier" are the same rules
+    key = content_key(training_key(store, graph, train_paths), str(max_hops), str(min_rule_confidence),
+                      rules.fingerprint if rules else "no rules")
+    return ArtifactCache(cache_dir).load_or_build(LEARNED_PATHS, key, learn, label=graph).value
+
+
+def _learn(train_paths: Sequence[Path], view: Callable[[], GraphView], split: Callable[[], TrainingSplit],
+           rules: RuleSet | None, min_rule_confidence: float, max_hops: int,
+           progress: Callable[[int], None] | None) -> PathModel:
     training = split()
     examples = [Example(q.pattern, q.topic, q.answers, q.hops) for q in training.questions]
     graph_in_memory = view()
@@ -239,26 +247,25 @@ def learn_model(
 
     learned = learn_patterns(graph_in_memory, examples, max_hops=max_hops, rule_reach=rule_reach,
                              progress=progress)
-    model = PathModel(learned, [str(p) for p in train_paths], training.read, training.skipped)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, json.dumps(model.to_json()))
-    return model
+    return PathModel(learned, [str(p) for p in train_paths], training.read, training.skipped)
 
 
-def training_stamp(store: KGStore, graph: str, train_paths: Sequence[Path]) -> list[str]:
-    """What a model learned on ``train_paths`` over ``graph`` depends on: the store, the graph's
-    load stamp and each training file (path, size, modification time), for cache keys."""
-    info = store.graph_info(graph)
-    parts = [store.location, graph, info.loaded_at if info else ""]
-    for p in train_paths:
-        stat = p.stat()
-        parts += [str(p.resolve()), str(stat.st_size), str(stat.st_mtime_ns)]
-    return parts
+def training_key(store: KGStore, graph: str, train_paths: Sequence[Path]) -> str:
+    """What is learned on ``train_paths`` over ``graph`` depends on, for cache keys: the graph
+    as loaded now and each training file's content (not its path or modification time)."""
+    return content_key(graph_stamp(store, graph), *(file_digest(p) for p in train_paths))
 
 
-def _model_cache(store: KGStore, graph: str, train_paths: Sequence[Path], rules: RuleSet | None,
-                 min_rule_confidence: float, max_hops: int, cache_dir: Path | None) -> Path:
-    # the rules by content: "mined on first use" and "mined earlier" are the same rules
-    digest = short_digest(str(MODEL_VERSION), *training_stamp(store, graph, train_paths), str(max_hops),
-                          str(min_rule_confidence), rules.fingerprint if rules else "no rules")
-    return (cache_dir or default_cache_dir()) / "paths" / f"{graph}-{digest}.json"
+def _read_model(path: Path) -> PathModel:
+    try:
+        return PathModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except TypeError as exc:  # a file of another shape
+        raise ValueError(str(exc)) from exc
+
+
+def _write_model(model: PathModel, path: Path) -> None:
+    path.write_text(json.dumps(model.to_json()), encoding="utf-8")
+
+
+LEARNED_PATHS: Artifact[PathModel] = Artifact("paths", MODEL_VERSION, ".json", write=_write_model,
+                                              read=_read_model)
