@@ -95,7 +95,7 @@ class AnswerSettings:
     rules_path: Path | None = None  # None: mine the answered graph on first use (cached)
     rules_max_len: int = DEFAULT_MAX_LEN
     embedding_model: str | None = None  # sentence-transformers name or path
-    cache_dir: Path | None = None  # cache root (rules, learned paths, cuts, embeddings) [default: cache_root()]
+    cache_dir: Path | None = None  # the cache root (rules, paths, cuts, embeddings) [default: cache_root()]
     threads: int = 1  # mining on first use
     llm_base_url: str | None = None
     llm_model: str | None = None
