@@ -16,8 +16,6 @@ from pathlib import Path
 
 import httpx
 import psutil
-from kgengine.loaders import read_dataset
-from kgengine.oxigraph_store import OxigraphStore
 from shared_data import REFERENCE
 
 KGENGINE = str(Path(sys.executable).parent / "kgengine")
@@ -28,20 +26,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def build_family_store(directory: Path) -> Path:
-    """The bundled Family KG as graph 'family' (and facts only as 'family-facts'), closed
-    again so that other processes (the server, `kgengine query`) can open the store."""
-    store = OxigraphStore(str(directory))
-    try:
-        data = read_dataset("family")
-        store.load("family", data.triples, dataset="family", splits=data.splits)
-        facts = read_dataset("family", splits=["facts"])
-        store.load("family-facts", facts.triples, dataset="family", splits=facts.splits)
-    finally:
-        store.close()
-    return directory
 
 
 @dataclass
