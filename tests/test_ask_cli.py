@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import run_parts as run
 from helpers.toy_kg import triples
-from kgengine.cli import main
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
 
@@ -39,13 +38,6 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         names = [(e, e) for t in MOVIES for e in (t.head, t.tail)]
         store.load("movies", MOVIES, dataset="metaqa", labels=names)
     return location
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_ask_json(store_dir: str) -> None:

@@ -9,17 +9,12 @@ from pathlib import Path
 
 import pyoxigraph
 import pytest
-from click.testing import CliRunner, Result
-from kgengine.cli import main
+from helpers.cli import run_cli_raising as run
 from kgengine.model import Triple
 from kgengine.oxigraph_store import OxigraphStore
 from kgengine.terms import RDFS_LABEL, entities_graph_iri, graph_iri
 
 SEED = "7"  # a Family person (the first head of facts.txt)
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")

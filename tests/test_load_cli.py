@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import kgengine, run_cli
 from kgengine import oxigraph_store
 from kgengine.errors import GraphIncompleteError, InputError
 from kgengine.model import Triple
 from kgengine.oxigraph_store import SPOOL_PREFIX, OxigraphStore
-from load_helpers import entities_of, kgengine, raw_triples, run_cli, write_wikidata5m
+from load_helpers import entities_of, raw_triples, write_wikidata5m
 
 GOOD = ["a\tknows\tb", "b\tknows\tc", "c\tlikes\ta", "a\tknows\tb"]  # one duplicate
 

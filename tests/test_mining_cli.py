@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.cli import run_cli_raising as run
 from kgengine.cli import main
 from kgengine.mining import search
 from kgengine.mining.io import read_rules
@@ -32,10 +33,6 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     finally:
         store.close()
     return location
-
-
-def run(*args: str) -> object:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_mine_writes_amie_tsv_and_json(store_dir: str, tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ import psutil
 import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner
+from helpers.cli import KGENGINE
 from kgengine import terms
 from kgengine.cli import main as cli
-from test_serve_support import KGENGINE
 
 FAMILY_FACTS = Path(__file__).resolve().parents[1] / "engine" / "data" / "family" / "facts.txt"
 # every pair of triples of every pair of triples: 17,615^3 rows to count, hours of work

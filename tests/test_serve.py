@@ -19,6 +19,7 @@ import httpx
 import pytest
 import rdflib
 from click.testing import CliRunner
+from helpers.cli import KGENGINE
 from helpers.stores import write_family_store
 from kgengine import terms
 from kgengine.cli import main as cli
@@ -36,7 +37,7 @@ from SPARQLWrapper import (
     XML,
     SPARQLWrapper,
 )
-from test_serve_support import KGENGINE, Server, serve
+from test_serve_support import Server, serve
 
 R = terms.RELATION_NS
 FAMILY = terms.graph_iri("family")

@@ -8,7 +8,6 @@ import contextlib
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import psutil
+from helpers.cli import KGENGINE
 from shared_data import REFERENCE
 
-KGENGINE = str(Path(sys.executable).parent / "kgengine")
 W3C = REFERENCE / "w3c-sparql11-protocol"
 
 

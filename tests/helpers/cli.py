@@ -22,6 +22,11 @@ def run_cli(*args: str, env: Mapping[str, str | None] | None = None, input: str 
     return CliRunner().invoke(main, list(args), env=env, input=input, catch_exceptions=catch_exceptions)
 
 
+def run_cli_raising(*args: str) -> Result:
+    """The CLI run in-process; an exception other than the exit (a bug) propagates."""
+    return run_cli(*args, catch_exceptions=False)
+
+
 def kgengine(*args: str) -> str:
     """Run the CLI in-process; it must succeed. Returns stdout and stderr."""
     result = run_cli(*args)
@@ -43,7 +48,7 @@ def json_output(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-def run_process(store: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def run_process(store: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """The installed ``kgengine`` in its own process, on ``store`` (``--store`` last)."""
     return subprocess.run([KGENGINE, *args, "--store", str(store)], capture_output=True, text=True,
                           timeout=timeout)
