@@ -19,7 +19,7 @@ import httpx
 import pytest
 import rdflib
 from click.testing import CliRunner
-from helpers.cli import KGENGINE
+from helpers.cli import KGENGINE, json_output, run_cli
 from helpers.stores import write_family_store
 from kgengine import terms
 from kgengine.cli import main as cli
@@ -65,9 +65,9 @@ def server(family_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def kgengine_query(family_dir: Path, query: str) -> Any:
     """What `kgengine query --format json` prints for ``query`` on the same store."""
-    result = CliRunner().invoke(cli, ["query", query, "--store", str(family_dir), "--format", "json"])
+    result = run_cli("query", query, "--store", str(family_dir), "--format", "json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # stderr may warn (a relation not in the store, on purpose)
+    return json_output(result)  # stderr may warn (a relation not in the store, on purpose)
 
 
 def _rows_from_json(doc: dict[str, Any]) -> list[dict[str, str]]:
