@@ -3,15 +3,15 @@ only when invoked, so ``kgengine --help`` stays fast."""
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
 import click
 from kgengine.errors import KGEngineError
+from kgengine.registry import Registry, instance_of
 
 # command name -> ("module:attribute", the one line `kgengine --help` lists it with). The
 # line lives here so that listing the commands imports none of them (torch, openai, scipy).
-COMMANDS: dict[str, tuple[str, str]] = {
+BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("kgengine.commands.kg:load", "Load a dataset (Family, FB15k-237, MetaQA, ...) or your triples."),
     "stats": ("kgengine.commands.kg:stats", "Counts and degree statistics of one graph (or of every graph)."),
     "graphs": ("kgengine.commands.kg:graphs", "List the graphs in the store."),
@@ -29,20 +29,39 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "llm": ("kgengine.commands.llm:llm", "The packaged local LLM: list it, serve it."),
 }
 
+# every command: the built-ins above, a package's (entry points `kgengine.commands`: a click
+# command), one added at run time
+COMMANDS: Registry[click.Command] = Registry(
+    "command", "kgengine.commands", {name: ref for name, (ref, _) in BUILTIN_COMMANDS.items()},
+    accepts=instance_of(click.Command), expected="a click command")
+
+
+def command_help(name: str) -> str:
+    """The line ``kgengine --help`` lists ``name`` with: a built-in's without importing it, a
+    plugin's from its own short help."""
+    if name in BUILTIN_COMMANDS:
+        return BUILTIN_COMMANDS[name][1]
+    try:
+        return COMMANDS.get(name).get_short_help_str()
+    except KGEngineError as exc:  # a broken plugin is listed with its one-line error
+        return f"(unavailable: {exc})"
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(COMMANDS.names())
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module, _, attr = COMMANDS[name][0].partition(":")
-        return getattr(import_module(module), attr)
+        try:
+            return COMMANDS.get(name)
+        except KGEngineError as exc:  # a broken plugin command: one line, not a traceback
+            raise click.ClickException(str(exc)) from exc
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+            formatter.write_dl([(name, command_help(name)) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -28,7 +28,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from kgengine.errors import InputError, KGEngineError
 from kgengine.loaders import metaqa
 from kgengine.loaders.base import read_lines
 from kgengine.model import Question
+from kgengine.registry import Registry, instance_of
 
 BRINK_SPLITS = ("train", "valid", "test")
 OFFICIAL_TSV_COLUMNS = ("id", "rule_index", "question", "q_entity", "answer", "a_entity", "rule", "grounding")
@@ -315,56 +315,38 @@ def _suffix(*suffixes: str) -> Callable[[str], bool]:
     return lambda spec: Path(spec).suffix.lower() in suffixes and Path(spec).is_file()
 
 
-QUESTION_READERS: dict[str, QuestionReader] = {
-    "metaqa-name": QuestionReader(
-        "metaqa-1hop|metaqa-2hop|metaqa-3hop[:split] (the shared MetaQA)",
-        lambda spec: _METAQA_NAME.match(spec) is not None,
-        lambda spec, split: _metaqa_named(spec, split)),
-    "brink-build": QuestionReader(
-        "a `kgengine brink build` directory", lambda spec: Path(spec).is_dir(),
-        lambda spec, split: load_brink_build(Path(spec), split or "test")),
-    "brink-jsonl": QuestionReader(
-        "a BRINK-schema .jsonl", _suffix(".jsonl", ".json"),
-        lambda spec, split: QuestionSet(Path(spec).stem, BRINK, tuple(read_brink_jsonl(Path(spec)))),
-        lambda path, gold: read_brink_jsonl(path, gold=gold, require_id=False)),
-    "brink-tsv": QuestionReader(
-        "an official BRINK .tsv", _suffix(".tsv"),
-        lambda spec, split: QuestionSet(Path(spec).stem, BRINK, tuple(read_official_tsv(Path(spec)))),
-        lambda path, gold: read_official_tsv(path)),
-    "metaqa-file": QuestionReader(
-        "a MetaQA qa_*.txt", _suffix(".txt"), _metaqa_file_set,
-        lambda path, gold: list(read_metaqa_lines(path, gold=gold))),
-}
+METAQA_NAME_READER = QuestionReader(
+    "metaqa-1hop|metaqa-2hop|metaqa-3hop[:split] (the shared MetaQA)",
+    lambda spec: _METAQA_NAME.match(spec) is not None,
+    lambda spec, split: _metaqa_named(spec, split))
+BRINK_BUILD_READER = QuestionReader(
+    "a `kgengine brink build` directory", lambda spec: Path(spec).is_dir(),
+    lambda spec, split: load_brink_build(Path(spec), split or "test"))
+BRINK_JSONL_READER = QuestionReader(
+    "a BRINK-schema .jsonl", _suffix(".jsonl", ".json"),
+    lambda spec, split: QuestionSet(Path(spec).stem, BRINK, tuple(read_brink_jsonl(Path(spec)))),
+    lambda path, gold: read_brink_jsonl(path, gold=gold, require_id=False))
+BRINK_TSV_READER = QuestionReader(
+    "an official BRINK .tsv", _suffix(".tsv"),
+    lambda spec, split: QuestionSet(Path(spec).stem, BRINK, tuple(read_official_tsv(Path(spec)))),
+    lambda path, gold: read_official_tsv(path))
+METAQA_FILE_READER = QuestionReader(
+    "a MetaQA qa_*.txt", _suffix(".txt"), _metaqa_file_set,
+    lambda path, gold: list(read_metaqa_lines(path, gold=gold)))
 
-
-READER_ENTRY_POINTS = "kgengine.question_sets"  # a package's readers: name = "module:READER"
-
-
-@cache
-def _reader_entry_points() -> tuple[Any, ...]:
-    from importlib.metadata import entry_points
-
-    return tuple(entry_points(group=READER_ENTRY_POINTS))  # scanned once per process
-
-
-def question_readers() -> dict[str, QuestionReader]:
-    """The built-in readers, then those installed packages register (entry points)."""
-    readers = dict(QUESTION_READERS)
-    for ep in _reader_entry_points():
-        if ep.name not in readers:
-            try:
-                reader = ep.load()
-            except Exception as exc:  # a broken plugin: say which, never a traceback
-                raise KGEngineError(f"question-set reader {ep.name!r} ({READER_ENTRY_POINTS}) failed to "
-                                    f"load: {type(exc).__name__}: {exc}") from None
-            if not isinstance(reader, QuestionReader):
-                raise KGEngineError(f"question-set reader {ep.name!r}: {reader!r} is not a QuestionReader")
-            readers[ep.name] = reader
-    return readers
+# every reader, tried in this order by load_question_set: the built-ins, then a package's
+# (entry points `kgengine.question_sets`: name = "module:READER"), then one added at run time
+QUESTION_READERS: Registry[QuestionReader] = Registry("question-set reader", "kgengine.question_sets", {
+    "metaqa-name": "kgengine.questions:METAQA_NAME_READER",
+    "brink-build": "kgengine.questions:BRINK_BUILD_READER",
+    "brink-jsonl": "kgengine.questions:BRINK_JSONL_READER",
+    "brink-tsv": "kgengine.questions:BRINK_TSV_READER",
+    "metaqa-file": "kgengine.questions:METAQA_FILE_READER",
+}, accepts=instance_of(QuestionReader), expected="a kgengine QuestionReader")
 
 
 def readers_help() -> str:
-    return ", ".join(r.description for r in question_readers().values())
+    return ", ".join(reader.description for _, reader in QUESTION_READERS.items())
 
 
 def check_unique_ids(records: Sequence[QuestionRecord]) -> None:
@@ -383,7 +365,7 @@ def check_unique_ids(records: Sequence[QuestionRecord]) -> None:
 
 def load_question_set(spec: str, split: str | None = None) -> QuestionSet:
     """The question set ``spec`` names, read by the first reader that recognises it."""
-    for reader in question_readers().values():
+    for _, reader in QUESTION_READERS.items():
         if reader.matches(spec):
             qset = reader.read(spec, split)
             check_unique_ids(qset.questions)
@@ -403,10 +385,10 @@ def read_question_file(path: Path, *, gold: bool = False, what: str = "questions
     unless ``allow_empty``."""
     if not path.is_file():
         raise KGEngineError(f"{what} file {path} does not exist")
-    readers = [r for r in question_readers().values() if r.records is not None and r.matches(str(path))]
+    readers = [r for _, r in QUESTION_READERS.items() if r.records is not None and r.matches(str(path))]
     if not readers:  # no known suffix: JSONL when the first line is an object, else MetaQA
         first = next((line for _, line in read_lines(path) if line.strip()), "")
-        readers = [QUESTION_READERS["brink-jsonl" if first.lstrip().startswith("{") else "metaqa-file"]]
+        readers = [BRINK_JSONL_READER if first.lstrip().startswith("{") else METAQA_FILE_READER]
     assert readers[0].records is not None
     records = readers[0].records(path, gold)
     check_unique_ids(records)

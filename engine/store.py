@@ -14,10 +14,9 @@ import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from itertools import islice
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from kgengine.errors import (
     GraphExistsError,
@@ -29,6 +28,7 @@ from kgengine.errors import (
 )
 from kgengine.model import Direction, Entity, GraphInfo, GraphStats, QueryResult, Triple, check_graph_name
 from kgengine.progress import NO_PROGRESS, Reporter
+from kgengine.registry import Registry
 
 
 class EmptyInputError(KGEngineError):
@@ -214,18 +214,19 @@ class KGStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def _is_backend(obj: object) -> TypeGuard[type[KGStore]]:
+    # NamedQueryStore is defined below: looked up when a backend loads
+    return isinstance(obj, type) and issubclass(obj, NamedQueryStore)
+
+
 # backend -> "module:Class", imported only when a location needs it (in this order: the
-# first class whose ``schemes`` take the location's URI scheme, or that takes directories)
-BACKENDS: dict[str, str] = {
+# first class whose ``schemes`` take the location's URI scheme, or that takes directories);
+# a package adds one with an entry point in `kgengine.backends`
+BACKENDS: Registry[type[KGStore]] = Registry("store backend", "kgengine.backends", {
     "oxigraph": "kgengine.oxigraph.store:OxigraphStore",
     "neo4j": "kgengine.neo4j_store:Neo4jStore",
-}
+}, accepts=_is_backend, expected="a kgengine.store.NamedQueryStore subclass")
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def _backend_class(name: str) -> type[KGStore]:
-    module_name, _, class_name = BACKENDS[name].partition(":")
-    return getattr(import_module(module_name), class_name)
 
 
 def backend_class(location: str) -> type[KGStore]:
@@ -235,8 +236,8 @@ def backend_class(location: str) -> type[KGStore]:
     found = _URI_SCHEME.match(location)
     scheme = found.group(1).lower() if found else None
     declared: list[str] = []
-    for name in BACKENDS:
-        cls = _backend_class(name)
+    for name in BACKENDS.names():
+        cls = BACKENDS.get(name)
         if scheme is None and not cls.schemes:
             return cls
         if scheme is not None and scheme in cls.schemes:

@@ -3,10 +3,12 @@ tests/shared_data.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from kgengine.loaders import read_dataset
+from helpers.stores import FAMILY_GRAPHS, load_family, write_family_store
 from kgengine.oxigraph.store import OxigraphStore
 from shared_data import DATASETS
 
@@ -21,20 +23,34 @@ def datasets_dir() -> Path:
 
 
 @pytest.fixture
-def oxigraph_store(tmp_path: Path):
+def oxigraph_store(tmp_path: Path) -> Iterator[OxigraphStore]:
     store = OxigraphStore(str(tmp_path / "store"))
     yield store
     store.close()
 
 
+# ---- a store with Family loaded, one fixture per backend (tests/helpers/stores.py loads it) ----
 @pytest.fixture(scope="session")
-def family_store(tmp_path_factory: pytest.TempPathFactory):
+def family_oxigraph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxigraphStore]:
     """A read-mostly on-disk Oxigraph store with the bundled Family KG (all splits) loaded
     as graph 'family' and facts.txt only as graph 'family-facts'."""
     store = OxigraphStore(str(tmp_path_factory.mktemp("family") / "store"))
-    data = read_dataset("family")
-    store.load("family", data.triples, dataset="family", splits=data.splits)
-    facts = read_dataset("family", splits=["facts"])
-    store.load("family-facts", facts.triples, dataset="family", splits=facts.splits)
+    load_family(store)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def family_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same as a closed store directory, for tests that run kgengine in other processes
+    (a server, `kgengine query`); they only read it."""
+    return write_family_store(tmp_path_factory.mktemp("family-dir") / "store")
+
+
+@pytest.fixture(scope="session")
+def family_neo4j(neo4j_server: Any, neo4j_store: Any) -> dict[str, str]:
+    """The bundled Family KG in Neo4j, as ``family_oxigraph`` has it; maps 'family' /
+    'family-facts' to the graph names in the shared Neo4j."""
+    names = {graph: neo4j_server.graph(graph) for graph in FAMILY_GRAPHS}
+    load_family(neo4j_store, names, replace=True)
+    return names

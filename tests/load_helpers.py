@@ -1,12 +1,10 @@
 """Helpers shared by the loader tests: independent readings of the raw files, small
-Wikidata5m-format files, and the CLI run in-process."""
+Wikidata5m-format files (the CLI helpers are in tests/helpers/cli.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from click.testing import CliRunner, Result
-from kgengine.cli import main
 from kgengine.model import Triple
 
 
@@ -37,13 +35,3 @@ def write_wikidata5m(directory: Path, alias_dir: Path | None = None) -> dict[str
 def entities_of(triples: list[Triple]) -> set[str]:
     return {t.head for t in triples} | {t.tail for t in triples}
 
-
-def run_cli(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
-
-
-def kgengine(*args: str) -> str:
-    """Run the CLI in-process; it must succeed. Returns stdout and stderr."""
-    result = run_cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.output

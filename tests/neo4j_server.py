@@ -258,19 +258,6 @@ def neo4j_store(neo4j_server: Neo4jServer) -> Iterator[Any]:
     store.close()
 
 
-@pytest.fixture(scope="session")
-def neo4j_family(neo4j_server: Neo4jServer, neo4j_store: Any) -> dict[str, str]:
-    """The bundled Family KG in Neo4j, as the Oxigraph ``family_store`` has it: all splits,
-    and facts.txt only; maps 'family' / 'family-facts' to the graph names in Neo4j."""
-    from kgengine.loaders import read_dataset
-
-    names = {"family": neo4j_server.graph("family"), "family-facts": neo4j_server.graph("family-facts")}
-    for key, splits in (("family", None), ("family-facts", ["facts"])):
-        data = read_dataset("family", splits=splits)
-        neo4j_store.load(names[key], data.triples, dataset="family", splits=data.splits, replace=True)
-    return names
-
-
 if __name__ == "__main__":
     if sys.argv[1:] != ["prepare"]:
         sys.exit("usage: python tests/neo4j_server.py prepare")

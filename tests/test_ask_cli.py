@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from helpers.cli import run_parts as run
 from helpers.toy_kg import triples
-from kgengine.cli import main
 from kgengine.model import Triple
 from kgengine.oxigraph.store import OxigraphStore
 
@@ -28,7 +27,8 @@ Alien | release_year | 1979
 
 
 @pytest.fixture
-def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def ask_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Graphs 'company' (managers and reports, one `manages` fact left out) and 'movies'."""
     monkeypatch.setenv("KGENGINE_CACHE", str(tmp_path / "cache"))
     location = str(tmp_path / "store")
     with OxigraphStore(location) as store:
@@ -41,15 +41,8 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return location
 
 
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
-def test_ask_json(store_dir: str) -> None:
-    code, out, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir, "--json")
+def test_ask_json(ask_store: str) -> None:
+    code, out, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", ask_store, "--json")
     assert code == 0, err
     answer = json.loads(out)
     assert set(answer) >= {"question", "topic_entity", "method", "answers", "relation_path", "learned_from",
@@ -64,8 +57,8 @@ def test_ask_json(store_dir: str) -> None:
     assert "mined on 'company' on first use" in err  # said on stderr, JSON stays clean
 
 
-def test_ask_renders_answers_path_and_evidence(store_dir: str) -> None:
-    code, out, _ = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir,
+def test_ask_renders_answers_path_and_evidence(ask_store: str) -> None:
+    code, out, _ = run("ask", "Who does m3 manage?", "--graph", "company", "--store", ask_store,
                        "--entity", "m3")
     assert code == 0
     assert "relation path:" in out and "manages" in out
@@ -73,13 +66,13 @@ def test_ask_renders_answers_path_and_evidence(store_dir: str) -> None:
     assert "reasoning:" in out
 
 
-def test_ask_questions_jsonl_batch(store_dir: str, tmp_path: Path) -> None:
+def test_ask_questions_jsonl_batch(ask_store: str, tmp_path: Path) -> None:
     path = tmp_path / "q.jsonl"
     records = [{"id": "a", "question": "Who does m3 manage?", "topic_entity": "m3", "answers": ["x"]},
                {"id": 7, "question": "Who does p17 report to?", "topic_entity": "p17"},
                {"id": "c", "question": "Who does zz9 manage?", "topic_entity": "zz9"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    code, out, err = run("ask", "--questions", str(path), "--graph", "company", "--store", store_dir)
+    code, out, err = run("ask", "--questions", str(path), "--graph", "company", "--store", ask_store)
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [r["id"] for r in lines] == ["a", 7, "c"]
@@ -88,7 +81,7 @@ def test_ask_questions_jsonl_batch(store_dir: str, tmp_path: Path) -> None:
     assert lines[2]["answers"] == [] and "no entity 'zz9'" in lines[2]["error"]
 
 
-def test_ask_metaqa_batch_learned_from_a_training_file(store_dir: str, tmp_path: Path) -> None:
+def test_ask_metaqa_batch_learned_from_a_training_file(ask_store: str, tmp_path: Path) -> None:
     hop = tmp_path / "metaqa" / "1-hop"
     hop.mkdir(parents=True)
     (hop / "qa_dev.txt").write_text(
@@ -101,7 +94,7 @@ def test_ask_metaqa_batch_learned_from_a_training_file(store_dir: str, tmp_path:
         "when was [Collateral] released\tNOT READ\n"
         "which films did [Michael Mann] direct\tNOT READ\n", encoding="utf-8")
     code, out, err = run("ask", "--questions", str(hop / "qa_test.txt"), "--graph", "movies",
-                         "--store", store_dir, "--train", str(hop / "qa_dev.txt"),
+                         "--store", ask_store, "--train", str(hop / "qa_dev.txt"),
                          "--option", "use_rules=false")
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
@@ -112,20 +105,20 @@ def test_ask_metaqa_batch_learned_from_a_training_file(store_dir: str, tmp_path:
     assert "2 patterns learned from 4 training questions" in err
 
 
-def test_ask_errors(store_dir: str) -> None:
+def test_ask_errors(ask_store: str) -> None:
     code, _, err = run("ask", "Who does m33 manage?", "--entity", "m33", "--graph", "company",
-                       "--store", store_dir)
+                       "--store", ask_store)
     assert code == 1 and "no entity 'm33' in graph 'company'" in err and "close matches: 'm3'" in err
-    code, _, err = run("ask", "Who does m3 manage?", "--graph", "nope", "--store", store_dir)
+    code, _, err = run("ask", "Who does m3 manage?", "--graph", "nope", "--store", ask_store)
     assert code == 1 and "no graph 'nope'" in err
-    code, _, err = run("ask", "--graph", "company", "--store", store_dir)
+    code, _, err = run("ask", "--graph", "company", "--store", ask_store)
     assert code == 2 and "give a QUESTION or --questions FILE" in err
-    code, _, err = run("ask", "x", "--graph", "company", "--store", store_dir, "--method", "psychic")
+    code, _, err = run("ask", "x", "--graph", "company", "--store", ask_store, "--method", "psychic")
     assert code == 2
 
 
 @pytest.mark.slow  # loads the real embedding model and embeds the graph
-def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_path: Path, llm_server,
+def test_ask_llm_kg_through_the_cli_against_a_local_server(ask_store: str, tmp_path: Path, llm_server,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from fake_llm import replies
 
@@ -133,7 +126,7 @@ def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_p
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
     server = llm_server(replies("Answer: Tom Cruise"))
-    code, out, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
+    code, out, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", ask_store,
                          "--method", "llm-kg", "--hops", "1", "--top-k", "3", "--llm-base-url",
                          server.base_url, "--llm-model", "fake-model", "--llm-cache", str(tmp_path / "llm"),
                          "--json")
@@ -145,12 +138,12 @@ def test_ask_llm_kg_through_the_cli_against_a_local_server(store_dir: str, tmp_p
     assert request.model == "fake-model" and "(Collateral, starred actors, Tom Cruise)" in request.prompt
     # without a model (and no packaged local model to start) an LLM method says what is missing
     monkeypatch.setattr("kgengine.llm.local.local_llm_available", lambda: False)
-    code, _, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", store_dir,
+    code, _, err = run("ask", "who starred in [Collateral]", "--graph", "movies", "--store", ask_store,
                        "--method", "llm")
     assert code == 1 and "no LLM model configured" in err
 
 
-def test_ask_prints_the_llm_methods_total_time(store_dir: str, tmp_path: Path, llm_server,
+def test_ask_prints_the_llm_methods_total_time(ask_store: str, tmp_path: Path, llm_server,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Every method's timings are in ms: the plain rendering's last line is the total, which
     for an LLM method includes the server's reply time (it printed 0.0 ms while LLM methods
@@ -159,7 +152,7 @@ def test_ask_prints_the_llm_methods_total_time(store_dir: str, tmp_path: Path, l
 
     monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
     server = llm_server(replies(Reply("Answer: Michael Mann", delay=0.2)))
-    code, out, err = run("ask", "who directed [Heat]", "--graph", "movies", "--store", store_dir,
+    code, out, err = run("ask", "who directed [Heat]", "--graph", "movies", "--store", ask_store,
                          "--method", "llm", "--llm-base-url", server.base_url, "--llm-model", "fake-model",
                          "--llm-cache", str(tmp_path / "llm"))
     assert code == 0, err
@@ -169,17 +162,17 @@ def test_ask_prints_the_llm_methods_total_time(store_dir: str, tmp_path: Path, l
 
 
 def test_ask_refuses_an_empty_questions_file_and_an_endpoint_without_a_model(
-        store_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        ask_store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")
-    code, _, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", store_dir)
+    code, _, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", ask_store)
     assert code == 1 and f"{empty} holds no questions" in err
-    code, out, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", store_dir,
+    code, out, err = run("ask", "--questions", str(empty), "--graph", "company", "--store", ask_store,
                          "--allow-empty")
     assert code == 0 and out == "" and "holds no questions" in err
     monkeypatch.setenv("KGENGINE_CONFIG", str(tmp_path / "no-config.toml"))
     monkeypatch.delenv("KGENGINE_LLM_MODEL", raising=False)
     # an endpoint on the command line means an LLM method: never a silent offline answer
-    code, _, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", store_dir,
+    code, _, err = run("ask", "Who does m3 manage?", "--graph", "company", "--store", ask_store,
                        "--llm-base-url", "http://127.0.0.1:9/v1")
     assert code == 1 and "no LLM model configured" in err

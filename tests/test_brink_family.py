@@ -36,10 +36,10 @@ def within(value: int, official: int, band: float) -> bool:
 
 
 @pytest.fixture(scope="module")
-def family_build(family_store, tmp_path_factory: pytest.TempPathFactory):
+def family_build(family_oxigraph, tmp_path_factory: pytest.TempPathFactory):
     rules = read_rules(AMIE_RULES)
     out = tmp_path_factory.mktemp("brink-family")
-    return build_brink(family_store, "family-facts", rules, out, BuildOptions(workers=2)), rules, out
+    return build_brink(family_oxigraph, "family-facts", rules, out, BuildOptions(workers=2)), rules, out
 
 
 def test_bundled_rules_are_the_amie_reference() -> None:
@@ -69,9 +69,9 @@ def test_family_build_lands_in_the_official_sanity_band(family_build) -> None:
 
 
 @pytest.mark.slow
-def test_family_build_files_keep_every_guarantee(family_build, family_store) -> None:
+def test_family_build_files_keep_every_guarantee(family_build, family_oxigraph) -> None:
     result, rules, out = family_build
-    complete_ids = set(family_store.triples("family-facts"))
+    complete_ids = set(family_oxigraph.triples("family-facts"))
     incomplete_ids = complete_ids - set(result.removal.removed)
     assert removal_violations(complete_ids, incomplete_ids, result.removal) == []
 
@@ -176,16 +176,16 @@ def test_cli_errors_are_one_line(cli_store: str, tmp_path: Path) -> None:
     assert no_model.exit_code != 0 and "--llm-model" in no_model.output
 
 
-def test_sampling_caps_the_candidates_of_a_big_rule(family_store, tmp_path: Path) -> None:
+def test_sampling_caps_the_candidates_of_a_big_rule(family_oxigraph, tmp_path: Path) -> None:
     rules = [r for r in read_rules(AMIE_RULES) if len(r.rule.body) == 1][:2]  # 454 and 446 groundings
     options = BuildOptions(groundings_per_rule=5, max_candidates=100)
-    result = build_brink(family_store, "family-facts", rules, tmp_path / "capped", options)
+    result = build_brink(family_oxigraph, "family-facts", rules, tmp_path / "capped", options)
     assert result.stats["groundings"]["capped_rules"] == 2
     assert result.stats["groundings"]["candidates"] is None
     rows = [line.split("\t") for line in (tmp_path / "capped" / "rules.tsv").read_text().splitlines()]
     header = rows[0]
     assert [(r[header.index("groundings")], r[header.index("capped")]) for r in rows[1:]] == [("", "yes")] * 2
-    full = build_brink(family_store, "family-facts", rules, tmp_path / "full",
+    full = build_brink(family_oxigraph, "family-facts", rules, tmp_path / "full",
                        BuildOptions(groundings_per_rule=5))
     assert full.stats["groundings"]["candidates"] == 454 + 446
 

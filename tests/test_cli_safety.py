@@ -7,14 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from kgengine.cli import main
+from click.testing import Result
+from helpers.cli import run_cli as cli
 
 TINY = "a\tr\tb\nb\tr\tc\nc\tr\ta\na\ts\tc\n"
-
-
-def cli(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
 
 
 def failed_cleanly(result: Result) -> bool:

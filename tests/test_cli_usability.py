@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-from kgengine.cli import main
+from click.testing import Result
+from helpers.cli import run_cli as cli
 from kgengine.mining.search import available_cores
 from kgengine.progress import PhaseLog, eta_text
 from kgengine.store import open_store
@@ -24,10 +24,6 @@ from kgengine.store import open_store
 LONG_A = "/film/film/" + "release_date_s" * 8 + "/film_release_region"
 LONG_B = "/film/film/" + "release_date_s" * 8 + "/film_release_distribution_medium"
 LONG_GRAPH = "brink-fb15k-237-incomplete-" + "x" * 60 + "-variant-a"
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(main, list(args), env=env)
 
 
 def failed_cleanly(result: Result) -> bool:

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from fake_llm import Reply
+from helpers.cli import run_cli as run
 from helpers.toy_kg import MOVIES
-from kgengine.cli import main
 from kgengine.oxigraph.store import OxigraphStore
 
 DIRECTED = [t for t in MOVIES if t.relation == "directed_by"]
@@ -47,10 +46,6 @@ def write_build(folder: Path, removed: list[Any]) -> Path:
         "".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8"
     )
     return folder
-
-
-def run(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args))
 
 
 def eval_offline(build: Path, store: str, out: Path, plots: bool = False) -> Any:

@@ -3,14 +3,13 @@ Oxigraph store, checked against the raw Family file and against reloading / pars
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import pyoxigraph
 import pytest
-from click.testing import CliRunner, Result
-from kgengine.cli import main
+from helpers.cli import json_output
+from helpers.cli import run_cli_raising as run
 from kgengine.model import Triple
 from kgengine.oxigraph.store import OxigraphStore
 from kgengine.terms import RDFS_LABEL, entities_graph_iri, graph_iri
@@ -18,12 +17,8 @@ from kgengine.terms import RDFS_LABEL, entities_graph_iri, graph_iri
 SEED = "7"  # a Family person (the first head of facts.txt)
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
 @pytest.fixture(scope="module")
-def store_dir(tmp_path_factory: pytest.TempPathFactory, datasets_dir: Path) -> Path:
+def explore_dir(tmp_path_factory: pytest.TempPathFactory, datasets_dir: Path) -> Path:
     """Family facts.txt as graph 'fam', and a small labelled RDF graph 'labelled'."""
     folder = tmp_path_factory.mktemp("explore")
     store = str(folder / "store")
@@ -69,60 +64,60 @@ def expected_khop(facts: list[Triple], seed: str, hops: int, direction: str) -> 
     return {fact for entity in distance for fact in touching[entity]}
 
 
-def neighbours_json(store_dir: Path, *extra: str) -> set[Triple]:
-    result = run("neighbours", SEED, "--graph", "fam", "--store", str(store_dir / "store"),
+def neighbours_json(explore_dir: Path, *extra: str) -> set[Triple]:
+    result = run("neighbours", SEED, "--graph", "fam", "--store", str(explore_dir / "store"),
                  "--limit", "100000", "--json", *extra)
     assert result.exit_code == 0, result.output
-    return {Triple(*row) for row in json.loads(result.stdout)}
+    return {Triple(*row) for row in json_output(result)}
 
 
 @pytest.mark.parametrize(("hops", "direction"), [(1, "out"), (1, "in"), (2, "both"), (2, "out")])
-def test_neighbours_match_the_raw_file(store_dir: Path, datasets_dir: Path, hops: int,
+def test_neighbours_match_the_raw_file(explore_dir: Path, datasets_dir: Path, hops: int,
                                        direction: str) -> None:
     facts = raw_facts(datasets_dir)
     expected = expected_khop(facts, SEED, hops, direction)
     assert expected  # the seed has edges both ways
-    assert neighbours_json(store_dir, "--hops", str(hops), "--direction", direction) == expected
+    assert neighbours_json(explore_dir, "--hops", str(hops), "--direction", direction) == expected
 
 
-def test_neighbours_relation_filter_and_table(store_dir: Path, datasets_dir: Path) -> None:
+def test_neighbours_relation_filter_and_table(explore_dir: Path, datasets_dir: Path) -> None:
     expected_all = expected_khop(raw_facts(datasets_dir), SEED, 2, "both")
     relation = sorted({t.relation for t in expected_all})[0]
     expected = {t for t in expected_all if t.relation == relation}
     assert 0 < len(expected) < len(expected_all)
-    assert neighbours_json(store_dir, "--hops", "2", "--relation", relation) == expected
-    table = run("neighbours", SEED, "--graph", "fam", "--store", str(store_dir / "store"), "--hops", "2",
+    assert neighbours_json(explore_dir, "--hops", "2", "--relation", relation) == expected
+    table = run("neighbours", SEED, "--graph", "fam", "--store", str(explore_dir / "store"), "--hops", "2",
                 "--relation", relation, "--limit", "100000")
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["head", "relation", "tail"]
     assert {Triple(*line.split()) for line in lines[1:]} == expected
 
 
-def test_neighbours_limit_caps_the_rows(store_dir: Path) -> None:
-    result = run("neighbours", SEED, "--graph", "fam", "--store", str(store_dir / "store"),
+def test_neighbours_limit_caps_the_rows(explore_dir: Path) -> None:
+    result = run("neighbours", SEED, "--graph", "fam", "--store", str(explore_dir / "store"),
                  "--hops", "2", "--limit", "3", "--json")
-    assert len(json.loads(result.stdout)) == 3
+    assert len(json_output(result)) == 3
 
 
-def test_neighbours_unknown_entity_is_one_line_with_close_matches(store_dir: Path) -> None:
-    result = run("neighbours", "72x", "--graph", "fam", "--store", str(store_dir / "store"))
+def test_neighbours_unknown_entity_is_one_line_with_close_matches(explore_dir: Path) -> None:
+    result = run("neighbours", "72x", "--graph", "fam", "--store", str(explore_dir / "store"))
     assert result.exit_code != 0
     message = result.output.strip()
     assert len(message.splitlines()) == 1
     assert "no entity '72x'" in message and "close matches" in message and "'72'" in message
 
 
-def test_neighbours_by_label(store_dir: Path) -> None:
+def test_neighbours_by_label(explore_dir: Path) -> None:
     result = run("neighbours", f'Person "{SEED}"', "--graph", "labelled", "--store",
-                 str(store_dir / "store"), "--json", "--direction", "out")
+                 str(explore_dir / "store"), "--json", "--direction", "out")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json_output(result)
     assert rows and all(h == SEED for h, _, _ in rows)
 
 
-def test_export_tsv_reloads_to_the_same_triples(store_dir: Path) -> None:
-    store = str(store_dir / "store")
-    out = store_dir / "fam.tsv"
+def test_export_tsv_reloads_to_the_same_triples(explore_dir: Path) -> None:
+    store = str(explore_dir / "store")
+    out = explore_dir / "fam.tsv"
     result = run("export", "fam", "--format", "tsv", "-o", str(out), "--store", store)
     assert result.exit_code == 0, result.output
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -134,14 +129,14 @@ def test_export_tsv_reloads_to_the_same_triples(store_dir: Path) -> None:
         assert len(lines) == len(set(opened.triples("fam")))
 
 
-def test_export_nq_and_nt_parse_with_facts_and_labels(store_dir: Path) -> None:
-    store = str(store_dir / "store")
+def test_export_nq_and_nt_parse_with_facts_and_labels(explore_dir: Path) -> None:
+    store = str(explore_dir / "store")
     with OxigraphStore(store, read_only=True) as opened:
         facts = set(opened.triples("labelled"))
         labels = opened.labels("labelled")
     assert labels and all(v.startswith("Person ") for v in labels.values())
     for fmt, rdf_format in (("nq", pyoxigraph.RdfFormat.N_QUADS), ("nt", pyoxigraph.RdfFormat.N_TRIPLES)):
-        out = store_dir / f"labelled.{fmt}"
+        out = explore_dir / f"labelled.{fmt}"
         result = run("export", "labelled", "--format", fmt, "-o", str(out), "--store", store)
         assert result.exit_code == 0, result.output
         quads = list(pyoxigraph.parse(path=str(out), format=rdf_format))
@@ -153,7 +148,7 @@ def test_export_nq_and_nt_parse_with_facts_and_labels(store_dir: Path) -> None:
             assert {q.graph_name.value for q in fact_quads} == {graph_iri("labelled")}
             assert {q.graph_name.value for q in label_quads} == {entities_graph_iri("labelled")}
     # the N-Triples export loads back as the same facts and labels
-    loaded = run("load", "rdf", "--path", str(store_dir / "labelled.nt"), "--graph", "labelled-again",
+    loaded = run("load", "rdf", "--path", str(explore_dir / "labelled.nt"), "--graph", "labelled-again",
                  "--store", store)
     assert loaded.exit_code == 0, loaded.output
     with OxigraphStore(store, read_only=True) as opened:
@@ -161,9 +156,9 @@ def test_export_nq_and_nt_parse_with_facts_and_labels(store_dir: Path) -> None:
         assert opened.labels("labelled-again") == labels
 
 
-def test_export_bad_output_path_fails_in_one_line(store_dir: Path) -> None:
-    target = store_dir / "missing-folder" / "out.tsv"
-    result = run("export", "fam", "-o", str(target), "--store", str(store_dir / "store"))
+def test_export_bad_output_path_fails_in_one_line(explore_dir: Path) -> None:
+    target = explore_dir / "missing-folder" / "out.tsv"
+    result = run("export", "fam", "-o", str(target), "--store", str(explore_dir / "store"))
     assert result.exit_code != 0
     assert len(result.output.strip().splitlines()) == 1
     assert "does not exist" in result.output and not target.parent.exists()

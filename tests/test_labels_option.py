@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
-from kgengine.cli import main
+from helpers.cli import run_parts
 from kgengine.commands.ask import ask
 from kgengine.commands.eval import eval_group
 from kgengine.model import Triple
@@ -45,11 +44,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(root: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, [*args, "--store", str(root / "store")],
-                                env={"KGENGINE_CACHE": str(root / "cache")})
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
+    return run_parts(*args, "--store", str(root / "store"), env={"KGENGINE_CACHE": str(root / "cache")})
 
 
 def labels_param(command: click.Command) -> click.Option:

@@ -154,7 +154,7 @@ def test_listing_the_commands_imports_none_of_them() -> None:
     import subprocess
     import sys
 
-    from kgengine.cli import COMMANDS
+    from kgengine.cli import BUILTIN_COMMANDS
 
     code = ("import sys\nfrom kgengine.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
@@ -162,5 +162,5 @@ def test_listing_the_commands_imports_none_of_them() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "[]"
-    for name, (_, line) in COMMANDS.items():
+    for name, (_, line) in BUILTIN_COMMANDS.items():
         assert f"{name} " in done.stdout and line[:40] in done.stdout

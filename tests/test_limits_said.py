@@ -11,7 +11,6 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,23 +18,12 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from helpers.cli import KGENGINE, one_line_error
+from helpers.cli import run_process as kgengine
 from kgengine.oxigraph.store import OxigraphStore
 from test_serve_support import free_port, serve
 
-KGENGINE = str(Path(sys.executable).parent / "kgengine")
 WAIT_S = 120.0
-
-
-def kgengine(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KGENGINE, *args, "--store", str(store)], capture_output=True, text=True,
-                          timeout=WAIT_S)
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, result.stdout
-    message = result.stderr.strip()
-    assert message.startswith("Error: ") and "\n" not in message and "Traceback" not in message
-    return message
 
 
 @pytest.fixture(scope="module")

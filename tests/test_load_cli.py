@@ -14,19 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import kgengine, run_cli
 from kgengine.errors import GraphIncompleteError, InputError
 from kgengine.model import Triple
 from kgengine.oxigraph import bulk
 from kgengine.oxigraph.bulk import SPOOL_PREFIX
 from kgengine.oxigraph.store import OxigraphStore
-from load_helpers import entities_of, kgengine, raw_triples, run_cli, write_wikidata5m
+from load_helpers import entities_of, raw_triples, write_wikidata5m
 
 GOOD = ["a\tknows\tb", "b\tknows\tc", "c\tlikes\ta", "a\tknows\tb"]  # one duplicate
 
 
-def snapshot(store_dir: Path) -> dict[str, Any]:
+def snapshot(kg_store: Path) -> dict[str, Any]:
     """Everything observable about the store's graphs, and whether a spool was left behind."""
-    with OxigraphStore(str(store_dir)) as store:
+    with OxigraphStore(str(kg_store)) as store:
         graphs = {
             g.name: (g.status, g.triples, g.loaded_at, sorted(store.triples(g.name)),
                      store.labels(g.name), store.private_ids(g.name))
@@ -34,11 +35,11 @@ def snapshot(store_dir: Path) -> dict[str, Any]:
         }
         quads = len(store._store)  # every quad of every graph: no stray leftovers either
     return {"graphs": graphs, "quads": quads,
-            "spools": sorted(p.name for p in store_dir.glob(SPOOL_PREFIX + "*"))}
+            "spools": sorted(p.name for p in kg_store.glob(SPOOL_PREFIX + "*"))}
 
 
 @pytest.fixture
-def store_dir(tmp_path: Path) -> Path:
+def kg_store(tmp_path: Path) -> Path:
     """A store holding graph 'kg' (3 distinct triples from a 4-line file)."""
     good = tmp_path / "kg.tsv"
     good.write_text("\n".join(GOOD) + "\n")
@@ -87,53 +88,53 @@ def bad_alias(tmp: Path, line: str) -> tuple[list[str], Path, int, str]:
 )
 @pytest.mark.parametrize("replace", [False, True])
 def test_bad_line_fails_with_location_and_leaves_store_unchanged(
-    store_dir: Path, tmp_path: Path, make: Any, line: str, reason: str, replace: bool
+    kg_store: Path, tmp_path: Path, make: Any, line: str, reason: str, replace: bool
 ) -> None:
     args, path, number, text = make(tmp_path, line)
     # with --replace, the bad input targets the existing graph, which must survive
     extra = ["--graph", "kg", "--replace"] if replace else []
-    before = snapshot(store_dir)
-    result = run_cli("load", *args, "--store", str(store_dir), *extra)
+    before = snapshot(kg_store)
+    result = run_cli("load", *args, "--store", str(kg_store), *extra)
     assert result.exit_code != 0
     assert f"{path}:{number}: {reason}: {text!r}" in result.output
     assert "Traceback" not in result.output
-    assert snapshot(store_dir) == before
+    assert snapshot(kg_store) == before
 
 
-def test_missing_split_file_and_unknown_dataset(store_dir: Path, tmp_path: Path, datasets_dir: Path) -> None:
-    before = snapshot(store_dir)
+def test_missing_split_file_and_unknown_dataset(kg_store: Path, tmp_path: Path, datasets_dir: Path) -> None:
+    before = snapshot(kg_store)
     family = tmp_path / "family"
     shutil.copytree(datasets_dir / "family", family)
     (family / "valid.txt").unlink()
-    result = run_cli("load", "family", "--path", str(family), "--store", str(store_dir))
+    result = run_cli("load", "family", "--path", str(family), "--store", str(kg_store))
     assert result.exit_code != 0 and f"split 'valid': {family / 'valid.txt'} does not exist" in result.output
-    result = run_cli("load", "family", "--splits", "facts,dev", "--store", str(store_dir))
+    result = run_cli("load", "family", "--splits", "facts,dev", "--store", str(kg_store))
     assert result.exit_code != 0 and "unknown split(s) dev" in result.output
-    result = run_cli("load", "yago", "--store", str(store_dir))
+    result = run_cli("load", "yago", "--store", str(kg_store))
     assert result.exit_code != 0
     assert "'yago' is not one of" in result.output and "'fb15k-237'" in result.output
-    result = run_cli("load", "fb15k-237", "--store", str(store_dir), "--path", str(tmp_path / "nowhere"))
+    result = run_cli("load", "fb15k-237", "--store", str(kg_store), "--path", str(tmp_path / "nowhere"))
     assert result.exit_code != 0 and "does not exist" in result.output
-    assert snapshot(store_dir) == before
+    assert snapshot(kg_store) == before
 
 
-def test_loading_twice_refuses_and_replace_reloads(store_dir: Path, tmp_path: Path) -> None:
-    before = snapshot(store_dir)
+def test_loading_twice_refuses_and_replace_reloads(kg_store: Path, tmp_path: Path) -> None:
+    before = snapshot(kg_store)
     assert before["graphs"]["kg"][:2] == ("complete", 3)
-    result = run_cli("load", "tsv", "--path", str(tmp_path / "kg.tsv"), "--store", str(store_dir))
+    result = run_cli("load", "tsv", "--path", str(tmp_path / "kg.tsv"), "--store", str(kg_store))
     assert result.exit_code != 0
     assert "graph 'kg' already exists" in result.output and "--replace" in result.output
-    assert snapshot(store_dir) == before
-    again = ["load", "tsv", "--path", str(tmp_path / "kg.tsv"), "--store", str(store_dir), "--replace"]
+    assert snapshot(kg_store) == before
+    again = ["load", "tsv", "--path", str(tmp_path / "kg.tsv"), "--store", str(kg_store), "--replace"]
     for _ in range(2):  # --replace any number of times: never duplicates
         out = kgengine(*again)
         assert "3 triples" in out
-        after = snapshot(store_dir)
+        after = snapshot(kg_store)
         assert after["graphs"]["kg"][3] == before["graphs"]["kg"][3] and after["spools"] == []
     # --replace with other content really replaces (nothing of the old graph stays)
     write(tmp_path / "kg.tsv", ["x\tr\ty"])
     kgengine(*again)
-    graph = snapshot(store_dir)["graphs"]["kg"]
+    graph = snapshot(kg_store)["graphs"]["kg"]
     assert graph[1] == 1 and [tuple(t) for t in graph[3]] == [("x", "r", "y")]
     assert set(graph[5]) == {"x", "y"}
 
@@ -226,12 +227,12 @@ class _ChangesUnderneath:
 
 
 @pytest.mark.parametrize("pipes", [True, False])
-def test_failure_while_streaming_leaves_nothing(store_dir: Path, monkeypatch, pipes: bool) -> None:
+def test_failure_while_streaming_leaves_nothing(kg_store: Path, monkeypatch, pipes: bool) -> None:
     monkeypatch.setattr(bulk, "USE_PIPES", pipes)
-    before = snapshot(store_dir)
-    with OxigraphStore(str(store_dir)) as store, pytest.raises(InputError, match="kg.tsv:40001: changed"):
+    before = snapshot(kg_store)
+    with OxigraphStore(str(kg_store)) as store, pytest.raises(InputError, match="kg.tsv:40001: changed"):
         store.load("other", _ChangesUnderneath(), dataset="tsv")
-    assert snapshot(store_dir) == before
+    assert snapshot(kg_store) == before
 
 
 def test_spool_file_path_where_there_are_no_pipes(tmp_path: Path, monkeypatch, datasets_dir: Path) -> None:

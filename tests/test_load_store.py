@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.cli import kgengine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kgengine import terms
@@ -17,7 +18,7 @@ from kgengine.oxigraph.nquads import QuadWriter, _entity_iris
 from kgengine.oxigraph.store import OxigraphStore
 from kgengine.progress import NO_PROGRESS
 from kgengine.store import assign_private_ids
-from load_helpers import entities_of, kgengine, raw_triples, write_wikidata5m
+from load_helpers import entities_of, raw_triples, write_wikidata5m
 
 
 def check_graph(store_dir: Path, graph: str, expected: list[Triple], labels: dict[str, str]) -> None:

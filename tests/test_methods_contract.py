@@ -8,15 +8,19 @@ Then Think-on-Graph's beam search step by step against a scripted server, and th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from fake_llm import FakeRequest
+from helpers.kinds import KindCases
 from helpers.toy_kg import MOVIES
 from kgengine.cli import main
 from kgengine.errors import KGEngineError
@@ -25,12 +29,14 @@ from kgengine.oxigraph.store import OxigraphStore
 from kgengine.questions import read_question_file
 from kgengine.rag.base import Answer, answer_or_error
 from kgengine.rag.methods import (
+    METHODS,
     AnswerSettings,
     MethodSpec,
     Need,
     build_answerer,
     method_names,
     method_spec,
+    option_keys,
     register_method,
     split_options,
     unregister_method,
@@ -73,45 +79,86 @@ def settings_for(server: Any, tmp_path: Path) -> AnswerSettings:
                           llm_model="fake", llm_api_key="k", llm_cache=tmp_path / "llm-cache")
 
 
-@pytest.mark.parametrize("method", method_names())
-def test_every_method_answers_with_the_shape_the_contract_says(
-        method: str, movie_graph: tuple[Any, str], llm_server: Any, tmp_path: Path) -> None:
-    store, graph = movie_graph
-    server = llm_server(generic_reply)
-    answerer = build_answerer(store, graph, method, settings_for(server, tmp_path))
-    answer = answer_or_error(answerer, Question("who directed [Inception]", "Inception"))
-    assert isinstance(answer, Answer) and answer.error is None, answer.error
-    assert answer.method == method and answer.topic_entity == "Inception"
-    assert answer.answers, f"{method} found nothing"
-    stored = set(store.triples(graph))
-    for scored in answer.answers:
-        assert isinstance(scored.score, float)
-        for evidence in scored.evidence:
-            assert evidence.path and set(evidence.path) <= stored
-    assert all(key.endswith("_ms") for key in answer.timings) and answer.timings["total_ms"] > 0
-    assert answer.timings["total_ms"] >= max(v for k, v in answer.timings.items() if k != "total_ms")
-    json.dumps(answer.to_json())  # an answer record is JSON
-    # a topic the graph does not have: one error record, no answers
-    failed = answer_or_error(answerer, Question("who directed [Atlantis]", "Atlantis"))
-    assert failed.error and "Atlantis" in failed.error and failed.answers == []
-    assert failed.to_json()["error"] == failed.error and failed.timings["total_ms"] >= 0
-    if Need.LLM in method_spec(method).needs:
-        assert server.requests, f"{method} never asked the LLM"
-    else:
-        assert not server.requests
+@dataclass(frozen=True)
+class MethodCase:
+    """How the contract exercises one method: the question it answers on the toy movie KG and
+    the reply of the fake LLM it may talk to."""
+
+    question: Question = Question("who directed [Inception]", "Inception")
+    reply: Callable[[FakeRequest], str] = generic_reply
 
 
-@pytest.mark.parametrize("method", method_names())
-def test_options_are_checked_against_the_methods_dataclass(method: str) -> None:
-    spec = method_spec(method)
-    with pytest.raises(KGEngineError, match=rf"not an option of method '{re.escape(method)}'.*its options"):
-        split_options(method, {"no_such_option": "1"})
-    shared, own = split_options(method, {"top_k": "7"})
-    assert shared == {"top_k": "7"} and isinstance(own, spec.options)
-    for name, kind in spec.options.__annotations__.items():
-        if kind in ("int", "int | None"):
+METHOD_CASES = KindCases[MethodCase](METHODS, {
+    "offline": MethodCase(),
+    "rule-guided": MethodCase(),
+    "llm": MethodCase(),
+    "llm-qd": MethodCase(),
+    "llm-kg": MethodCase(),
+    "full": MethodCase(),
+    "tog": MethodCase(),
+    "plan": MethodCase(),
+}, "tests/test_methods_contract.py")
+
+
+def option_types(options: type) -> dict[str, Any]:
+    """Every option field of a method's dataclass with its type, inherited fields included
+    (``__annotations__`` holds only the class's own: ``full``'s are all inherited)."""
+    hints = typing.get_type_hints(options)
+    return {f.name: hints[f.name] for f in dataclasses.fields(options)}
+
+
+def int_options(options: type) -> list[str]:
+    return [name for name, kind in option_types(options).items() if kind in (int, int | None)]
+
+
+@pytest.mark.parametrize("method", METHOD_CASES.names())
+class TestMethodContract:
+    def test_every_method_answers_with_the_shape_the_contract_says(
+            self, method: str, movie_graph: tuple[Any, str], llm_server: Any, tmp_path: Path) -> None:
+        case = METHOD_CASES.case(method)
+        store, graph = movie_graph
+        server = llm_server(case.reply)
+        answerer = build_answerer(store, graph, method, settings_for(server, tmp_path))
+        answer = answer_or_error(answerer, case.question)
+        assert isinstance(answer, Answer) and answer.error is None, answer.error
+        assert answer.method == method and answer.topic_entity == "Inception"
+        assert answer.answers, f"{method} found nothing"
+        stored = set(store.triples(graph))
+        for scored in answer.answers:
+            assert isinstance(scored.score, float)
+            for evidence in scored.evidence:
+                assert evidence.path and set(evidence.path) <= stored
+        assert all(key.endswith("_ms") for key in answer.timings) and answer.timings["total_ms"] > 0
+        assert answer.timings["total_ms"] >= max(v for k, v in answer.timings.items() if k != "total_ms")
+        json.dumps(answer.to_json())  # an answer record is JSON
+        # a topic the graph does not have: one error record, no answers
+        failed = answer_or_error(answerer, Question("who directed [Atlantis]", "Atlantis"))
+        assert failed.error and "Atlantis" in failed.error and failed.answers == []
+        assert failed.to_json()["error"] == failed.error and failed.timings["total_ms"] >= 0
+        if Need.LLM in method_spec(method).needs:
+            assert server.requests, f"{method} never asked the LLM"
+        else:
+            assert not server.requests
+
+    def test_options_are_checked_against_the_methods_dataclass(self, method: str) -> None:
+        spec = method_spec(method)
+        not_an_option = rf"not an option of method '{re.escape(method)}'.*its options"
+        with pytest.raises(KGEngineError, match=not_an_option):
+            split_options(method, {"no_such_option": "1"})
+        shared, own = split_options(method, {"top_k": "7"})
+        assert shared == {"top_k": "7"} and isinstance(own, spec.options)
+        # every option is checked, inherited ones too
+        assert set(option_types(spec.options)) == set(option_keys(spec.options))
+        for name in int_options(spec.options):
             with pytest.raises(KGEngineError, match=rf"{name}: 'many' is not a int"):
                 split_options(method, {name: "many"})
+
+
+def test_inherited_options_are_checked_too() -> None:
+    """``full``'s options are all inherited (retrieval and decomposition): reading the class's
+    own ``__annotations__`` saw none of them."""
+    assert {"max_sub_questions", "hub_cap"} <= set(int_options(method_spec("full").options))
+    assert set(option_types(method_spec("plan").options)) >= set(option_types(method_spec("offline").options))
 
 
 def test_a_method_registered_at_run_time_is_listed_built_and_checked(movie_graph: tuple[Any, str]) -> None:

@@ -55,10 +55,10 @@ def test_reference_files_agree_and_reproduce_brink_table_1() -> None:
             kinds.count(RuleType.OTHER)) == (6, 56, 83)
 
 
-def test_functional_variable_is_the_more_functional_side(family_store) -> None:
+def test_functional_variable_is_the_more_functional_side(family_oxigraph) -> None:
     """AMIE 3 counts on the subject when #distinct subjects >= #distinct objects (fun >= ifun),
     else on the object; the reference shows which per head relation."""
-    engine = counting_engine(family_store, "family-facts", "matrix")
+    engine = counting_engine(family_oxigraph, "family-facts", "matrix")
     stats = engine.relation_stats()
     for rule in read_rules(STDOUT):
         s = stats[rule.rule.head.relation]
@@ -66,11 +66,11 @@ def test_functional_variable_is_the_more_functional_side(family_store) -> None:
         assert rule.functional_variable == expected
 
 
-def test_matrix_engine_reproduces_amie3(family_store) -> None:
-    assert_same_as_amie(mine(counting_engine(family_store, "family-facts", "matrix"), BRINK))
+def test_matrix_engine_reproduces_amie3(family_oxigraph) -> None:
+    assert_same_as_amie(mine(counting_engine(family_oxigraph, "family-facts", "matrix"), BRINK))
 
 
 @pytest.mark.slow
-def test_query_engine_on_oxigraph_reproduces_amie3(family_store) -> None:
-    engine = counting_engine(family_store, "family-facts", "query")
+def test_query_engine_on_oxigraph_reproduces_amie3(family_oxigraph) -> None:
+    engine = counting_engine(family_oxigraph, "family-facts", "query")
     assert_same_as_amie(mine(engine, replace(BRINK, threads=2)))

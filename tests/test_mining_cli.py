@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.cli import run_cli_raising as run
 from kgengine.cli import main
 from kgengine.mining import search
 from kgengine.mining.io import read_rules
@@ -18,7 +19,7 @@ from test_mining_small import TOY, substitutions
 
 
 @pytest.fixture(scope="module")
-def store_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+def mining_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Family facts.txt (as BRINK mines it), the toy KG and an empty graph, via the CLI."""
     location = str(tmp_path_factory.mktemp("cli") / "store")
     runner = CliRunner()
@@ -34,13 +35,9 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return location
 
 
-def run(*args: str) -> object:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-def test_mine_writes_amie_tsv_and_json(store_dir: str, tmp_path: Path) -> None:
+def test_mine_writes_amie_tsv_and_json(mining_store: str, tmp_path: Path) -> None:
     tsv, js = tmp_path / "rules.tsv", tmp_path / "rules.json"
-    result = run("mine", "--store", store_dir, "--graph", "family-facts", "-o", str(tsv),
+    result = run("mine", "--store", mining_store, "--graph", "family-facts", "-o", str(tsv),
                  "--json", str(js))
     assert result.exit_code == 0, result.output
     lines = tsv.read_text().splitlines()
@@ -58,8 +55,8 @@ def test_mine_writes_amie_tsv_and_json(store_dir: str, tmp_path: Path) -> None:
         == {r.rule for r in read_rules(STDOUT)}
 
 
-def test_mine_to_stdout_with_options(store_dir: str) -> None:
-    result = run("mine", "--store", store_dir, "--graph", "toy", "--min-initial-support", "1",
+def test_mine_to_stdout_with_options(mining_store: str) -> None:
+    result = run("mine", "--store", mining_store, "--graph", "toy", "--min-initial-support", "1",
                  "--max-len", "2", "--no-skyline", "--engine", "query")
     assert result.exit_code == 0, result.output
     rule_lines = [line for line in result.stdout.splitlines() if "=>" in line]
@@ -75,26 +72,26 @@ def test_mine_to_stdout_with_options(store_dir: str) -> None:
     (["--graph", "empty"], "has no triples"),
     ([], "choose a graph with --graph"),
 ])
-def test_mine_bad_input(store_dir: str, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(main, ["mine", "--store", store_dir, *args])
+def test_mine_bad_input(mining_store: str, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["mine", "--store", mining_store, *args])
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
 
 
-def test_mine_interrupted_writes_nothing(store_dir: str, tmp_path: Path,
+def test_mine_interrupted_writes_nothing(mining_store: str, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(self, on_head_done=None):  # noqa: ANN001, ANN202 - Miner.mine's signature
         raise KeyboardInterrupt
 
     monkeypatch.setattr(search.Miner, "mine", interrupted)
     out = tmp_path / "rules.tsv"
-    result = CliRunner().invoke(main, ["mine", "--store", store_dir, "--graph", "toy", "-o", str(out)])
+    result = CliRunner().invoke(main, ["mine", "--store", mining_store, "--graph", "toy", "-o", str(out)])
     assert result.exit_code != 0 and "interrupted" in result.output
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_groundings_command(store_dir: str) -> None:
+def test_groundings_command(mining_store: str) -> None:
     rule = "parent(?a,?f) & parent(?f,?b) => grandparent(?a,?b)"
     parsed = parse_rule(rule)  # canonical names: ?a, ?b for the head, ?e for the path's middle
     assert parsed.variables == {"?a", "?b", "?e"}
@@ -103,17 +100,17 @@ def test_groundings_command(store_dir: str) -> None:
     for flag, keep in (("--any-head", lambda a, b: True),
                        ("--with-head", lambda a, b: Triple(a, "grandparent", b) in facts),
                        ("--without-head", lambda a, b: Triple(a, "grandparent", b) not in facts)):
-        result = run("groundings", rule, "--store", store_dir, "--graph", "toy", flag, "--json")
+        result = run("groundings", rule, "--store", mining_store, "--graph", "toy", flag, "--json")
         assert result.exit_code == 0, result.output
         rows = json.loads(result.output)["groundings"]
         assert {(r["a"], r["b"], r["e"]) for r in rows} == {t for t in expected_all if keep(t[0], t[1])}
     # AMIE notation, a limit, and the table output
     result = run("groundings", "?a  parent  ?f  ?f  parent  ?b   => ?a  grandparent  ?b",
-                 "--store", store_dir, "--graph", "toy", "--limit", "2")
+                 "--store", mining_store, "--graph", "toy", "--limit", "2")
     assert result.exit_code == 0 and "2 groundings" in result.output
 
 
 @pytest.mark.parametrize("rule", ["parent(?a,?b) => ", "parent(?a) => child(?a,?b)", "no arrow"])
-def test_groundings_bad_rule(store_dir: str, rule: str) -> None:
-    result = CliRunner().invoke(main, ["groundings", rule, "--store", store_dir, "--graph", "toy"])
+def test_groundings_bad_rule(mining_store: str, rule: str) -> None:
+    result = CliRunner().invoke(main, ["groundings", rule, "--store", mining_store, "--graph", "toy"])
     assert result.exit_code != 0 and "cannot parse rule" in result.output

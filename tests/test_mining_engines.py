@@ -101,16 +101,16 @@ def test_blocked_counting_at_length_4_changes_no_rule(fb_subset, monkeypatch: py
 
 
 @pytest.mark.slow
-def test_parallel_workers_give_the_same_rules(family_store) -> None:
-    engine = counting_engine(family_store, "family", "matrix")
+def test_parallel_workers_give_the_same_rules(family_oxigraph) -> None:
+    engine = counting_engine(family_oxigraph, "family", "matrix")
     one = mine(engine, BRINK)
     assert rows(mine(engine, replace(BRINK, threads=2))) == rows(one)
 
 
 @pytest.mark.neo4j
 @pytest.mark.slow
-def test_query_engine_on_neo4j_reproduces_amie3(neo4j_store, neo4j_family) -> None:
-    engine = counting_engine(neo4j_store, neo4j_family["family-facts"], "query")
+def test_query_engine_on_neo4j_reproduces_amie3(neo4j_store, family_neo4j) -> None:
+    engine = counting_engine(neo4j_store, family_neo4j["family-facts"], "query")
     assert engine.language == "cypher"
     assert_same_as_amie(mine(engine, replace(BRINK, threads=2)))
 

@@ -193,8 +193,8 @@ def test_load_reports_progress(neo4j_server: Neo4jServer, neo4j_store: Neo4jStor
     neo4j_store.drop(graph)
 
 
-def test_routing_uri_scheme(neo4j_server: Neo4jServer, neo4j_family: dict[str, str]) -> None:
+def test_routing_uri_scheme(neo4j_server: Neo4jServer, family_neo4j: dict[str, str]) -> None:
     """neo4j:// (routing: what clusters and Aura use) against the same server."""
     uri = neo4j_server.uri.replace("bolt://", "neo4j://", 1)
     with Neo4jStore(uri, auth=neo4j_server.auth) as store:
-        assert store.stats(neo4j_family["family-facts"]).triples == 17_615
+        assert store.stats(family_neo4j["family-facts"]).triples == 17_615

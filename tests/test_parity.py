@@ -70,8 +70,8 @@ def _sample(store: OxigraphStore, graph: str) -> Sample:
 
 @pytest.fixture(scope="module")
 def graphs(
-    family_store: OxigraphStore,
-    neo4j_family: dict[str, str],
+    family_oxigraph: OxigraphStore,
+    family_neo4j: dict[str, str],
     neo4j_store: Neo4jStore,
     neo4j_server: Neo4jServer,
     datasets_dir: Path,
@@ -88,7 +88,7 @@ def graphs(
     fb = read_dataset("fb15k-237", fb_dir, ["train"])
     loaded = {"fb15k-237": (fb.triples, fb.labels, fb.relation_labels),
               "awkward": (AWKWARD_TRIPLES, AWKWARD_LABELS, AWKWARD_RELATION_LABELS)}
-    out = {"family": (family_store, "family", neo4j_family["family"], _sample(family_store, "family"))}
+    out = {"family": (family_oxigraph, "family", family_neo4j["family"], _sample(family_oxigraph, "family"))}
     for name, (triples, labels, relation_labels) in loaded.items():
         oxigraph.load(name, triples, dataset=name, labels=labels, relation_labels=relation_labels)
         neo4j_store.load(neo4j_server.graph(name), triples, dataset=name, labels=labels,

@@ -19,19 +19,14 @@ import psutil
 import pyoxigraph as ox
 import pytest
 from click.testing import CliRunner
+from helpers.cli import KGENGINE
 from kgengine import terms
 from kgengine.cli import main as cli
-from test_serve_support import KGENGINE, build_family_store
 
 FAMILY_FACTS = Path(__file__).resolve().parents[1] / "engine" / "data" / "family" / "facts.txt"
 # every pair of triples of every pair of triples: 17,615^3 rows to count, hours of work
 RUNAWAY = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
 GENRE = "/film/film/genre"
-
-
-@pytest.fixture(scope="module")
-def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_family_store(tmp_path_factory.mktemp("query") / "store")
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +74,8 @@ def _busy_worker(process: subprocess.Popen[str]) -> psutil.Process:
     raise AssertionError("the query never started evaluating")
 
 
-def test_ctrl_c_stops_a_runaway_query_within_a_second(store_dir: Path) -> None:
-    process = _start(store_dir, RUNAWAY)
+def test_ctrl_c_stops_a_runaway_query_within_a_second(family_dir: Path) -> None:
+    process = _start(family_dir, RUNAWAY)
     worker = _busy_worker(process)
     sent = time.monotonic()
     process.send_signal(signal.SIGINT)
@@ -93,9 +88,9 @@ def test_ctrl_c_stops_a_runaway_query_within_a_second(store_dir: Path) -> None:
     assert not worker.is_running()
 
 
-def test_timeout_stops_a_runaway_query_with_a_clear_message(store_dir: Path) -> None:
+def test_timeout_stops_a_runaway_query_with_a_clear_message(family_dir: Path) -> None:
     started = time.monotonic()
-    out = subprocess.run([KGENGINE, "query", "--store", str(store_dir), "--timeout", "1.5", RUNAWAY],
+    out = subprocess.run([KGENGINE, "query", "--store", str(family_dir), "--timeout", "1.5", RUNAWAY],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert out.stderr.strip() == "Error: query stopped after 1.5 s (--timeout 1.5)"
@@ -103,47 +98,47 @@ def test_timeout_stops_a_runaway_query_with_a_clear_message(store_dir: Path) -> 
     assert out.stdout == ""
 
 
-def test_a_query_within_its_timeout_answers(store_dir: Path) -> None:
-    result = query(store_dir, "--timeout", "60", "--format", "json",
+def test_a_query_within_its_timeout_answers(family_dir: Path) -> None:
+    result = query(family_dir, "--timeout", "60", "--format", "json",
                    "SELECT (COUNT(*) AS ?n) WHERE { GRAPH g:family-facts { ?h r:aunt ?t } }")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == [{"n": str(len(raw_facts("aunt")))}]
 
 
 # ---- output (item 7) ----------------------------------------------------------------------------
-def test_select_star_keeps_the_order_of_the_query(store_dir: Path) -> None:
-    result = query(store_dir, "--format", "csv", "SELECT * WHERE { ?s ?p ?o } LIMIT 2")
+def test_select_star_keeps_the_order_of_the_query(family_dir: Path) -> None:
+    result = query(family_dir, "--format", "csv", "SELECT * WHERE { ?s ?p ?o } LIMIT 2")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == "s,p,o"  # pyoxigraph alone gives o,p,s
-    result = query(store_dir, "--format", "csv",
+    result = query(family_dir, "--format", "csv",
                    "SELECT * WHERE { ?zeta r:aunt ?alpha . BIND(1 AS ?middle) } LIMIT 1")
     assert result.output.splitlines()[0] == "zeta,alpha,middle"
-    result = query(store_dir, "--format", "csv", "SELECT ?o ?s WHERE { ?s r:aunt ?o } LIMIT 1")
+    result = query(family_dir, "--format", "csv", "SELECT ?o ?s WHERE { ?s r:aunt ?o } LIMIT 1")
     assert result.output.splitlines()[0] == "o,s"
 
 
-def test_tsv_has_the_rows_of_csv(store_dir: Path) -> None:
+def test_tsv_has_the_rows_of_csv(family_dir: Path) -> None:
     text = "SELECT ?h ?t WHERE { GRAPH g:family-facts { ?h r:aunt ?t } } ORDER BY ?h ?t"
-    tsv = query(store_dir, "--format", "tsv", text)
+    tsv = query(family_dir, "--format", "tsv", text)
     assert tsv.exit_code == 0, tsv.output
     rows = [line.split("\t") for line in tsv.output.splitlines()]
     assert rows[0] == ["h", "t"]
-    assert rows[1:] == list(csv.reader(io.StringIO(query(store_dir, "--format", "csv", text).output)))[1:]
+    assert rows[1:] == list(csv.reader(io.StringIO(query(family_dir, "--format", "csv", text).output)))[1:]
     expected = Counter((terms.entity_iri(h), terms.entity_iri(t)) for h, t in raw_facts("aunt"))
     assert Counter(map(tuple, rows[1:])) == expected
 
 
-def test_tsv_escapes_tabs_and_newlines(store_dir: Path) -> None:
-    result = query(store_dir, "--format", "tsv",
+def test_tsv_escapes_tabs_and_newlines(family_dir: Path) -> None:
+    result = query(family_dir, "--format", "tsv",
                    'SELECT ?x ?y WHERE { BIND("a\\tb\\nc" AS ?x) BIND("d" AS ?y) }')
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == ["x\ty", "a\\tb\\nc\td"]
 
 
 @pytest.mark.parametrize("fmt,rdf_format", [("nt", ox.RdfFormat.N_TRIPLES), ("ttl", ox.RdfFormat.TURTLE)])
-def test_construct_as_rdf(store_dir: Path, fmt: str, rdf_format: ox.RdfFormat) -> None:
+def test_construct_as_rdf(family_dir: Path, fmt: str, rdf_format: ox.RdfFormat) -> None:
     text = "CONSTRUCT { ?t r:has_aunt ?h } WHERE { GRAPH g:family-facts { ?h r:aunt ?t } }"
-    result = query(store_dir, "--format", fmt, text)
+    result = query(family_dir, "--format", fmt, text)
     assert result.exit_code == 0, result.output
     assert not result.stderr  # no warning for the template's new relation
     triples = {(t.subject.value, t.predicate.value, t.object.value)
@@ -153,44 +148,45 @@ def test_construct_as_rdf(store_dir: Path, fmt: str, rdf_format: ox.RdfFormat) -
     assert triples == expected
 
 
-def test_rdf_formats_refuse_a_select(store_dir: Path) -> None:
-    result = query(store_dir, "--format", "nt", "SELECT * WHERE { ?s ?p ?o } LIMIT 1")
+def test_rdf_formats_refuse_a_select(family_dir: Path) -> None:
+    result = query(family_dir, "--format", "nt", "SELECT * WHERE { ?s ?p ?o } LIMIT 1")
     assert result.exit_code == 1 and "is for CONSTRUCT and DESCRIBE" in result.output
 
 
-def test_query_from_a_file_and_from_stdin(store_dir: Path, tmp_path: Path) -> None:
+def test_query_from_a_file_and_from_stdin(family_dir: Path, tmp_path: Path) -> None:
     text = "SELECT (COUNT(*) AS ?n) WHERE { GRAPH g:family-facts { ?h r:uncle ?t } }"
     expected = [{"n": str(len(raw_facts("uncle")))}]
     file = tmp_path / "count.rq"
     file.write_text(text)
-    assert json.loads(query(store_dir, "-f", str(file), "--format", "json").output) == expected
-    assert json.loads(query(store_dir, "-", "--format", "json", input=text).output) == expected
-    assert json.loads(query(store_dir, "-f", "-", "--format", "json", input=text).output) == expected
-    missing = query(store_dir, "-f", str(tmp_path / "nope.rq"))
+    assert json.loads(query(family_dir, "-f", str(file), "--format", "json").output) == expected
+    assert json.loads(query(family_dir, "-", "--format", "json", input=text).output) == expected
+    assert json.loads(query(family_dir, "-f", "-", "--format", "json", input=text).output) == expected
+    missing = query(family_dir, "-f", str(tmp_path / "nope.rq"))
     assert missing.exit_code == 1 and f"cannot read query file {tmp_path / 'nope.rq'}" in missing.output
-    both = query(store_dir, "-f", str(file), text)
+    both = query(family_dir, "-f", str(file), text)
     assert both.exit_code == 2 and "either" in both.output
 
 
 # ---- messages (item 6) ------------------------------------------------------------------------------
-def test_an_update_is_told_how_updates_are_done(store_dir: Path) -> None:
-    result = query(store_dir, "PREFIX x: <http://x/>\nINSERT DATA { e:1 r:brother e:2 }")
+def test_an_update_is_told_how_updates_are_done(family_dir: Path) -> None:
+    result = query(family_dir, "PREFIX x: <http://x/>\nINSERT DATA { e:1 r:brother e:2 }")
     assert result.exit_code == 1
     assert "SPARQL Update (INSERT)" in result.output and "read queries" in result.output
     assert "kgengine serve --allow-update" in result.output and "expected CONSTRUCT" not in result.output
-    assert not json.loads(query(store_dir, "--format", "json", "ASK { e:1 r:brother e:2 }").output)["boolean"]
+    asked = query(family_dir, "--format", "json", "ASK { e:1 r:brother e:2 }")
+    assert not json.loads(asked.output)["boolean"]
 
 
-def test_an_undefined_prefix_is_one_line_with_a_hint(store_dir: Path) -> None:
-    result = query(store_dir, "SELECT * WHERE { ?s foaf:knows ?o }")
+def test_an_undefined_prefix_is_one_line_with_a_hint(family_dir: Path) -> None:
+    result = query(family_dir, "SELECT * WHERE { ?s foaf:knows ?o }")
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert lines == ["Error: invalid SPARQL: undefined prefix 'foaf:' — declare it (PREFIX foaf: <...>) "
                      "or use a predeclared one (e:, g:, kg:, r:, rdf:, rdfs:, xsd:)"]
 
 
-def test_a_long_parser_message_is_cut_to_its_place(store_dir: Path) -> None:
-    result = query(store_dir, "SELECT * WHERE { ?s ?p ?o . FILTER(?o > ) }")
+def test_a_long_parser_message_is_cut_to_its_place(family_dir: Path) -> None:
+    result = query(family_dir, "SELECT * WHERE { ?s ?p ?o . FILTER(?o > ) }")
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: invalid SPARQL: error at 1:")
@@ -211,9 +207,9 @@ def test_a_neo4j_uri_with_nothing_listening_prints_one_message(command: list[str
 
 
 # ---- writing queries by hand (item 8) ----------------------------------------------------------------
-def test_predeclared_prefixes_and_the_labels_graph(store_dir: Path) -> None:
+def test_predeclared_prefixes_and_the_labels_graph(family_dir: Path) -> None:
     facts = {h for h, _ in raw_facts("brother")}
-    result = query(store_dir, "--graph", "family-facts", "--format", "json",
+    result = query(family_dir, "--graph", "family-facts", "--format", "json",
                    "SELECT DISTINCT ?s ?id WHERE { ?s r:brother ?o . GRAPH labels: { ?s kg:privateId ?id } }")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -221,8 +217,8 @@ def test_predeclared_prefixes_and_the_labels_graph(store_dir: Path) -> None:
     assert all(r["id"] for r in rows) and len({r["id"] for r in rows}) == len(rows)
 
 
-def test_graph_queries_count_facts_only(store_dir: Path) -> None:
-    result = query(store_dir, "--graph", "family-facts", "--format", "json",
+def test_graph_queries_count_facts_only(family_dir: Path) -> None:
+    result = query(family_dir, "--graph", "family-facts", "--format", "json",
                    "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
     assert json.loads(result.output) == [{"n": str(len(FAMILY_FACTS.read_text().splitlines()))}]
 
@@ -244,8 +240,8 @@ def test_an_unencoded_relation_warns_with_the_encoded_form(film_store: Path) -> 
     assert sorted(r["s"] for r in json.loads(helper.stdout)) == expected
 
 
-def test_a_missing_graph_name_warns(store_dir: Path) -> None:
-    result = query(store_dir, "ASK { GRAPH g:famly { ?s ?p ?o } }")
+def test_a_missing_graph_name_warns(family_dir: Path) -> None:
+    result = query(family_dir, "ASK { GRAPH g:famly { ?s ?p ?o } }")
     assert result.exit_code == 0 and result.stdout.strip() == "false"
     assert f"warning: <{terms.graph_iri('famly')}> does not occur in the store" in result.stderr
 

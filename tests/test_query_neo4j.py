@@ -9,9 +9,9 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from helpers.cli import KGENGINE
 from kgengine.cli import main
 from neo4j_server import Neo4jServer
-from test_serve_support import KGENGINE
 
 pytestmark = pytest.mark.neo4j
 

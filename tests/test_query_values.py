@@ -5,15 +5,14 @@ the same answers as before on the cases they have to tell apart."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import KGENGINE
 from kgengine import sparqltext
 from kgengine.errors import QueryError, QueryStopped
 from kgengine.oxigraph.store import MAX_IRI_CHECKS, OxigraphStore
 
-KGENGINE = str(Path(sys.executable).parent / "kgengine")
 E, R = "http://kgengine.org/e/", "http://kgengine.org/r/"
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.kinds import KindCases
 from kgengine.model import Question
 from kgengine.questions import (
     QUESTION_READERS,
@@ -81,29 +82,50 @@ WRITERS: dict[str, Callable[[Path], Path]] = {
 }
 
 
+def metaqa_named(folder: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shared-MetaQA name, resolved under $KGENGINE_DATA (a MetaQA root written here)."""
+    (folder / "metaqa").mkdir()
+    metaqa_file(folder / "metaqa")
+    monkeypatch.setenv("KGENGINE_DATA", str(folder))
+    return "metaqa-1hop"
+
+
+def _writing(writer: Callable[[Path], Path]) -> Callable[[Path, pytest.MonkeyPatch], Path | str]:
+    return lambda folder, monkeypatch: writer(folder)
+
+
+# the case of every registered reader: the spec of SET written in its format
+READER_CASES = KindCases[Callable[[Path, pytest.MonkeyPatch], Path | str]](
+    QUESTION_READERS, {**{name: _writing(writer) for name, writer in WRITERS.items()},
+                       "metaqa-name": metaqa_named}, "tests/test_question_readers.py")
+
+
 def test_every_file_reader_has_a_writer_here() -> None:
     assert set(WRITERS) == set(QUESTION_READERS) - {"metaqa-name"}  # the shared MetaQA: test_eval_units
 
 
-@pytest.mark.parametrize("name", sorted(WRITERS))
-def test_a_reader_round_trips_its_format(name: str, tmp_path: Path) -> None:
-    spec = WRITERS[name](tmp_path)
-    reader = QUESTION_READERS[name]
-    assert reader.matches(str(spec))
-    qset = load_question_set(str(spec))
-    records = list(qset.questions)
-    assert [(r.question.text, r.answers) for r in records] == [(t, tuple(a)) for t, _, a, _ in SET]
-    assert len({json.dumps(r.id) for r in records}) == len(records)
-    assert all(r.source for r in records)
-    if qset.kind.hard_answers:
-        assert qset.kind.metric == Metric.BRINK
-        assert [r.question.topic_entity for r in records] == [e for _, e, _, _ in SET]
-        assert [r.hard_answer for r in records] == [h for *_, h in SET]
-    else:
-        assert qset.kind.metric == Metric.HIT_AT_1 and all(r.hard_answer is None for r in records)
-        assert [r.question.topic_entity for r in records] == [e for _, e, _, _ in SET]  # from the brackets
-    if reader.records is not None:  # one file for ask --questions: only what an answerer sees
-        asked = read_question_file(spec)
-        assert all(isinstance(r.question, Question) for r in asked)
-        assert [r.question.text for r in asked] == [t for t, *_ in SET]
-        assert [sorted(r.answers) for r in read_training(spec)] == [sorted(a) for _, _, a, _ in SET]
+@pytest.mark.parametrize("name", READER_CASES.names())
+class TestQuestionReaderContract:
+    def test_a_reader_round_trips_its_format(self, name: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+        spec = READER_CASES.case(name)(tmp_path, monkeypatch)
+        reader = QUESTION_READERS.get(name)
+        assert reader.matches(str(spec))
+        qset = load_question_set(str(spec))
+        records = list(qset.questions)
+        assert [(r.question.text, r.answers) for r in records] == [(t, tuple(a)) for t, _, a, _ in SET]
+        assert len({json.dumps(r.id) for r in records}) == len(records)
+        assert all(r.source for r in records)
+        if qset.kind.hard_answers:
+            assert qset.kind.metric == Metric.BRINK
+            assert [r.question.topic_entity for r in records] == [e for _, e, _, _ in SET]
+            assert [r.hard_answer for r in records] == [h for *_, h in SET]
+        else:
+            assert qset.kind.metric == Metric.HIT_AT_1 and all(r.hard_answer is None for r in records)
+            # the topic entities from the brackets
+            assert [r.question.topic_entity for r in records] == [e for _, e, _, _ in SET]
+        if reader.records is not None:  # one file for ask --questions: only what an answerer sees
+            asked = read_question_file(spec)
+            assert all(isinstance(r.question, Question) for r in asked)
+            assert [r.question.text for r in asked] == [t for t, *_ in SET]
+            assert [sorted(r.answers) for r in read_training(spec)] == [sorted(a) for _, _, a, _ in SET]

@@ -164,8 +164,8 @@ def reference_walk(triples: list[Triple], entity: str, hops: int, direction: Dir
 
 def family(request: pytest.FixtureRequest, backend: str) -> tuple[Any, str]:
     if backend == "oxigraph":
-        return request.getfixturevalue("family_store"), "family-facts"
-    return request.getfixturevalue("neo4j_store"), request.getfixturevalue("neo4j_family")["family-facts"]
+        return request.getfixturevalue("family_oxigraph"), "family-facts"
+    return request.getfixturevalue("neo4j_store"), request.getfixturevalue("family_neo4j")["family-facts"]
 
 
 @pytest.mark.slow

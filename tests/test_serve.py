@@ -19,6 +19,8 @@ import httpx
 import pytest
 import rdflib
 from click.testing import CliRunner
+from helpers.cli import KGENGINE, json_output, run_cli
+from helpers.stores import write_family_store
 from kgengine import terms
 from kgengine.cli import main as cli
 from rdflib.plugins.stores.sparqlstore import SPARQLStore
@@ -35,7 +37,7 @@ from SPARQLWrapper import (
     XML,
     SPARQLWrapper,
 )
-from test_serve_support import KGENGINE, Server, build_family_store, serve
+from test_serve_support import Server, serve
 
 R = terms.RELATION_NS
 FAMILY = terms.graph_iri("family")
@@ -55,22 +57,17 @@ CONSTRUCT = f"CONSTRUCT {{ ?t <{R}has_husband> ?h }} WHERE {{ ?h <{R}husband> ?t
 
 
 @pytest.fixture(scope="module")
-def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_family_store(tmp_path_factory.mktemp("serve") / "store")
-
-
-@pytest.fixture(scope="module")
-def server(store_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with serve(store_dir, "--timeout", "20", "--max-rows", str(MAX_ROWS), "--max-request-bytes", "16384",
+def server(family_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with serve(family_dir, "--timeout", "20", "--max-rows", str(MAX_ROWS), "--max-request-bytes", "16384",
                log_dir=tmp_path_factory.mktemp("logs")) as running:
         yield running
 
 
-def kgengine_query(store_dir: Path, query: str) -> Any:
+def kgengine_query(family_dir: Path, query: str) -> Any:
     """What `kgengine query --format json` prints for ``query`` on the same store."""
-    result = CliRunner().invoke(cli, ["query", query, "--store", str(store_dir), "--format", "json"])
+    result = run_cli("query", query, "--store", str(family_dir), "--format", "json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # stderr may warn (a relation not in the store, on purpose)
+    return json_output(result)  # stderr may warn (a relation not in the store, on purpose)
 
 
 def _rows_from_json(doc: dict[str, Any]) -> list[dict[str, str]]:
@@ -122,10 +119,10 @@ def wrapper(server: Server, query: str, fmt: str, method: str = "GET", request: 
 # ---- real clients, every format, same answers as `kgengine query` ------------------------
 @pytest.mark.parametrize("name", sorted(SELECTS))
 @pytest.mark.parametrize("fmt", [JSON, XML, CSV, TSV])
-def test_sparqlwrapper_select_equals_kgengine_query(server: Server, store_dir: Path, name: str,
+def test_sparqlwrapper_select_equals_kgengine_query(server: Server, family_dir: Path, name: str,
                                                     fmt: str) -> None:
     query = SELECTS[name]
-    expected = kgengine_query(store_dir, query)
+    expected = kgengine_query(family_dir, query)
     assert expected, "the query should have rows"
     got = wrapper(server, query, fmt)
     parse = {JSON: _rows_from_json, XML: _rows_from_xml, CSV: _rows_from_csv, TSV: _rows_from_tsv}[fmt]
@@ -134,16 +131,16 @@ def test_sparqlwrapper_select_equals_kgengine_query(server: Server, store_dir: P
 
 @pytest.mark.parametrize("method,request_method",
                          [("GET", URLENCODED), (POST, URLENCODED), (POST, POSTDIRECTLY)])
-def test_sparqlwrapper_methods(server: Server, store_dir: Path, method: str, request_method: str) -> None:
+def test_sparqlwrapper_methods(server: Server, family_dir: Path, method: str, request_method: str) -> None:
     query = SELECTS["iris"]
     got = wrapper(server, query, JSON, method, request_method)
-    assert _rows_from_json(got) == kgengine_query(store_dir, query)
+    assert _rows_from_json(got) == kgengine_query(family_dir, query)
 
 
 @pytest.mark.parametrize("fmt", [JSON, XML])
-def test_sparqlwrapper_ask(server: Server, store_dir: Path, fmt: str) -> None:
+def test_sparqlwrapper_ask(server: Server, family_dir: Path, fmt: str) -> None:
     for query in (ASK_TRUE, ASK_FALSE):
-        expected = kgengine_query(store_dir, query)["boolean"]
+        expected = kgengine_query(family_dir, query)["boolean"]
         got = wrapper(server, query, fmt)
         if fmt == JSON:
             value = got["boolean"]
@@ -152,8 +149,8 @@ def test_sparqlwrapper_ask(server: Server, store_dir: Path, fmt: str) -> None:
         assert value is expected
 
 
-def _triples_from_kgengine(store_dir: Path, query: str) -> set[tuple[str, str, str]]:
-    return {(r["subject"], r["predicate"], r["object"]) for r in kgengine_query(store_dir, query)}
+def _triples_from_kgengine(family_dir: Path, query: str) -> set[tuple[str, str, str]]:
+    return {(r["subject"], r["predicate"], r["object"]) for r in kgengine_query(family_dir, query)}
 
 
 def _triples(graph: rdflib.Graph) -> set[tuple[str, str, str]]:
@@ -161,8 +158,8 @@ def _triples(graph: rdflib.Graph) -> set[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("fmt", [TURTLE, RDFXML, JSONLD])
-def test_sparqlwrapper_construct(server: Server, store_dir: Path, fmt: str) -> None:
-    expected = _triples_from_kgengine(store_dir, CONSTRUCT)
+def test_sparqlwrapper_construct(server: Server, family_dir: Path, fmt: str) -> None:
+    expected = _triples_from_kgengine(family_dir, CONSTRUCT)
     assert len(expected) > 10  # duplicates (a fact in two graphs) collapse in a graph
     got = wrapper(server, CONSTRUCT, fmt)
     graph = rdflib.Graph().parse(data=got, format="turtle") if isinstance(got, bytes) else got
@@ -170,20 +167,20 @@ def test_sparqlwrapper_construct(server: Server, store_dir: Path, fmt: str) -> N
 
 
 @pytest.mark.parametrize("fmt", ["json", "xml", "csv", "tsv"])
-def test_rdflib_sparqlstore(server: Server, store_dir: Path, fmt: str) -> None:
+def test_rdflib_sparqlstore(server: Server, family_dir: Path, fmt: str) -> None:
     graph = rdflib.Graph(store=SPARQLStore(server.url, returnFormat=fmt))
     query = SELECTS["iris"]
     rows = [{str(k): str(v) for k, v in row.asdict().items()} for row in graph.query(query)]
-    assert rows == kgengine_query(store_dir, query)
+    assert rows == kgengine_query(family_dir, query)
     if fmt in ("json", "xml"):  # CSV/TSV have no boolean results
         assert graph.query(ASK_TRUE).askAnswer is True
         assert graph.query(ASK_FALSE).askAnswer is False
-    assert _triples(graph.query(CONSTRUCT).graph) == _triples_from_kgengine(store_dir, CONSTRUCT)
+    assert _triples(graph.query(CONSTRUCT).graph) == _triples_from_kgengine(family_dir, CONSTRUCT)
 
 
-def test_kgengine_query_cli_runs_while_serving(server: Server, store_dir: Path) -> None:
+def test_kgengine_query_cli_runs_while_serving(server: Server, family_dir: Path) -> None:
     """The server holds no lock: the real CLI, in its own process, opens the same store."""
-    out = subprocess.run([KGENGINE, "query", ASK_TRUE, "--store", str(store_dir), "--format", "json"],
+    out = subprocess.run([KGENGINE, "query", ASK_TRUE, "--store", str(family_dir), "--format", "json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"boolean": True}
@@ -197,10 +194,10 @@ def _count(server: Server, query: str, params: dict[str, Any] | None = None) -> 
     return int(response.json()["results"]["bindings"][0]["n"]["value"])
 
 
-def test_default_graph_is_the_union_like_kgengine_query(server: Server, store_dir: Path) -> None:
+def test_default_graph_is_the_union_like_kgengine_query(server: Server, family_dir: Path) -> None:
     query = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
     union = _count(server, query)
-    assert union == int(kgengine_query(store_dir, query)[0]["n"])
+    assert union == int(kgengine_query(family_dir, query)[0]["n"])
     assert union > 28_356 + 17_615  # both KG graphs, their entity graphs and the metadata
 
 
@@ -321,7 +318,7 @@ def test_load_while_serving_then_reload(tmp_path: Path) -> None:
     """The server opens the store read-only and takes no lock: `kgengine load` (another
     process) writes while it serves; the server answers from what it opened, and SIGHUP
     makes fresh workers that see the new graph."""
-    store = build_family_store(tmp_path / "store")
+    store = write_family_store(tmp_path / "store")
     extra = tmp_path / "extra.tsv"
     extra.write_text("a\tlikes\tb\nb\tlikes\tc\n")
     graphs = "SELECT (COUNT(DISTINCT ?g) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }"
@@ -357,11 +354,11 @@ def test_load_while_serving_then_reload(tmp_path: Path) -> None:
         (["--allow-update", "--token-file", "TOKEN", "--http-processes", "2"], "one writer process"),
     ],
 )
-def test_cli_refuses_unsafe_or_impossible_settings(store_dir: Path, tmp_path: Path, args: list[str],
+def test_cli_refuses_unsafe_or_impossible_settings(family_dir: Path, tmp_path: Path, args: list[str],
                                                    message: str) -> None:
     token = tmp_path / "token"
     token.write_text("t0ken\n")
     args = [str(token) if a == "TOKEN" else a for a in args]
-    full = args if "--store" in args else ["--store", str(store_dir), *args]
+    full = args if "--store" in args else ["--store", str(family_dir), *args]
     result = CliRunner().invoke(cli, ["serve", *full])
     assert result.exit_code != 0 and message in result.output

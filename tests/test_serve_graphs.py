@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from helpers.stores import write_family_store
 from kgengine import terms
 from kgengine.cli import main as cli
-from test_serve_support import Server, build_family_store, serve
+from test_serve_support import Server, serve
 
 FACTS = Path(__file__).resolve().parents[1] / "engine" / "data" / "family"
 HUSBANDS = "SELECT ?h ?w WHERE { ?h r:husband ?w }"
@@ -21,7 +22,7 @@ HUSBANDS = "SELECT ?h ?w WHERE { ?h r:husband ?w }"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    store = build_family_store(tmp_path_factory.mktemp("graphs") / "store")
+    store = write_family_store(tmp_path_factory.mktemp("graphs") / "store")
     logs = tmp_path_factory.mktemp("logs")
     with serve(store, "--timeout", "20", "--workers", "1", log_dir=logs) as running:
         yield running

@@ -19,16 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kgengine import terms
 from kgengine.loaders.family import bundled_path
-from test_serve_support import Server, build_family_store, serve, worker_pids
+from test_serve_support import Server, serve, worker_pids
 
 R = terms.RELATION_NS
 CROSS_PRODUCT = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
 JSON_TYPE = "application/sparql-results+json"
-
-
-@pytest.fixture(scope="module")
-def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_family_store(tmp_path_factory.mktemp("serve-load") / "store")
 
 
 def _entities() -> list[str]:
@@ -37,8 +32,8 @@ def _entities() -> list[str]:
 
 
 # ---- timeout --------------------------------------------------------------------------------
-def test_runaway_query_is_stopped_and_others_are_served(store_dir: Path, tmp_path: Path) -> None:
-    with serve(store_dir, "--timeout", "1", "--workers", "2", log_dir=tmp_path) as server:
+def test_runaway_query_is_stopped_and_others_are_served(family_dir: Path, tmp_path: Path) -> None:
+    with serve(family_dir, "--timeout", "1", "--workers", "2", log_dir=tmp_path) as server:
         before = worker_pids(server)
         outcome: dict[str, Any] = {}
 
@@ -77,8 +72,8 @@ def test_runaway_query_is_stopped_and_others_are_served(store_dir: Path, tmp_pat
         assert "query timeout" in server.log_text()
 
 
-def test_disconnected_client_stops_its_query(store_dir: Path, tmp_path: Path) -> None:
-    with serve(store_dir, "--timeout", "60", log_dir=tmp_path) as server:
+def test_disconnected_client_stops_its_query(family_dir: Path, tmp_path: Path) -> None:
+    with serve(family_dir, "--timeout", "60", log_dir=tmp_path) as server:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(server.url, content=CROSS_PRODUCT, timeout=1.0,
                        headers={"Content-Type": "application/sparql-query"})
@@ -90,8 +85,8 @@ def test_disconnected_client_stops_its_query(store_dir: Path, tmp_path: Path) ->
 
 # ---- fuzz -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def fuzz_server(store_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with serve(store_dir, "--timeout", "2", "--max-rows", "1000", "--max-request-bytes", "65536",
+def fuzz_server(family_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with serve(family_dir, "--timeout", "2", "--max-rows", "1000", "--max-request-bytes", "65536",
                log_dir=tmp_path_factory.mktemp("fuzz-logs")) as server:
         yield server
 
@@ -178,7 +173,7 @@ def test_server_alive_after_fuzz(fuzz_server: Server) -> None:
 
 # ---- load -----------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_sixteen_clients_for_thirty_seconds(store_dir: Path, tmp_path: Path,
+def test_sixteen_clients_for_thirty_seconds(family_dir: Path, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     entities = _entities()
     e = terms.entity_iri
@@ -223,7 +218,7 @@ def test_sixteen_clients_for_thirty_seconds(store_dir: Path, tmp_path: Path,
         with lock:
             results.extend(local)
 
-    with serve(store_dir, "--timeout", "30", log_dir=tmp_path) as server:
+    with serve(family_dir, "--timeout", "30", log_dir=tmp_path) as server:
         stop_at = time.monotonic() + duration
         threads = [threading.Thread(target=client, args=(i, server.url, stop_at)) for i in range(clients)]
         for thread in threads:

@@ -8,7 +8,6 @@ import contextlib
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,11 +15,9 @@ from pathlib import Path
 
 import httpx
 import psutil
-from kgengine.loaders import read_dataset
-from kgengine.oxigraph.store import OxigraphStore
+from helpers.cli import KGENGINE
 from shared_data import REFERENCE
 
-KGENGINE = str(Path(sys.executable).parent / "kgengine")
 W3C = REFERENCE / "w3c-sparql11-protocol"
 
 
@@ -28,20 +25,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def build_family_store(directory: Path) -> Path:
-    """The bundled Family KG as graph 'family' (and facts only as 'family-facts'), closed
-    again so that other processes (the server, `kgengine query`) can open the store."""
-    store = OxigraphStore(str(directory))
-    try:
-        data = read_dataset("family")
-        store.load("family", data.triples, dataset="family", splits=data.splits)
-        facts = read_dataset("family", splits=["facts"])
-        store.load("family-facts", facts.triples, dataset="family", splits=facts.splits)
-    finally:
-        store.close()
-    return directory
 
 
 @dataclass

@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from helpers.cli import KGENGINE
+from helpers.cli import run_process as kgengine
 from kgengine.oxigraph.locks import lock_holder
 from test_serve_support import serve
 
-KGENGINE = str(Path(sys.executable).parent / "kgengine")
 # a cross product that runs for hours: stopped by the test (Ctrl-C)
 ENDLESS = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
 WAIT_S = 120.0  # how long a state may take to come before the test fails (never reached)
-
-
-def kgengine(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KGENGINE, *args, "--store", str(store)], capture_output=True, text=True,
-                          timeout=WAIT_S)
 
 
 def _as_from_a_terminal() -> None:

@@ -23,9 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from functools import cache
-from importlib import import_module
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +30,7 @@ from kgengine.errors import KGEngineError
 from kgengine.model import Triple
 from kgengine.rag.base import DEFAULT_HOPS, DEFAULT_TOP_K, Answerer
 from kgengine.rag.rules import DEFAULT_MAX_LEN
+from kgengine.registry import Registry, instance_of
 from kgengine.store import KGStore, resolve_graph
 from kgengine.surface import Surface, parse_surface
 
@@ -48,7 +46,6 @@ if TYPE_CHECKING:  # the parts' modules are imported when a method first asks fo
     from kgengine.rag.verbalise import SurfaceForms
 
 T = TypeVar("T")
-ENTRY_POINT_GROUP = "kgengine.methods"
 
 # name -> "module:attribute" of its MethodSpec: the one place a built-in method is named
 BUILTIN_METHODS: dict[str, str] = {
@@ -135,47 +132,28 @@ class MethodSpec:
 
 
 # ---- the registry -------------------------------------------------------------------------------
-_REGISTERED: dict[str, MethodSpec] = {}  # added at run time (register_method), e.g. by tests
+# every method: the built-ins, a package's (entry points `kgengine.methods`), one added at run
+# time (register_method, e.g. by tests)
+METHODS: Registry[MethodSpec] = Registry("method", "kgengine.methods", BUILTIN_METHODS,
+                                         accepts=instance_of(MethodSpec), expected="a kgengine MethodSpec")
 
 
 def register_method(name: str, spec: MethodSpec) -> None:
     """Add a method for this process (a package adds one for good with an entry point)."""
-    if name in BUILTIN_METHODS:
-        raise KGEngineError(f"method {name!r} is built in")
-    _REGISTERED[name] = spec
+    METHODS.register(name, spec)
 
 
 def unregister_method(name: str) -> None:
-    _REGISTERED.pop(name, None)
-
-
-@cache
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN_METHODS}
+    METHODS.unregister(name)
 
 
 def method_names() -> list[str]:
     """Every method: built-in first (in registration order), then plugins, then run-time ones."""
-    return list(dict.fromkeys([*BUILTIN_METHODS, *sorted(_entry_points()), *_REGISTERED]))
+    return METHODS.names()
 
 
 def method_spec(name: str) -> MethodSpec:
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name in BUILTIN_METHODS:
-        module, _, attr = BUILTIN_METHODS[name].partition(":")
-        spec = getattr(import_module(module), attr)
-    elif name in _entry_points():
-        try:
-            spec = _entry_points()[name].load()
-        except Exception as exc:  # a broken plugin: say which, never a traceback
-            raise KGEngineError(f"method {name!r} (entry point {ENTRY_POINT_GROUP}) failed to load: "
-                                f"{type(exc).__name__}: {exc}") from None
-    else:
-        raise KGEngineError(f"unknown method {name!r} (choose from {', '.join(method_names())})")
-    if not isinstance(spec, MethodSpec):
-        raise KGEngineError(f"method {name!r}: {spec!r} is not a kgengine MethodSpec")
-    return spec
+    return METHODS.get(name)
 
 
 def check_methods(names: Sequence[str], option: str = "--method") -> None:
