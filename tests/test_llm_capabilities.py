@@ -7,21 +7,9 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 import pytest
-from kgengine.llm import (
-    LLM,
-    ContextWindow,
-    LLMRequest,
-    LLMStats,
-    OpenAICompatibleLLM,
-    TokenCounter,
-    UsageTracking,
-    context_length_of,
-    count_tokens_of,
-    estimate_tokens,
-    fit_count,
-    request_tokens_of,
-    tokens_left,
-)
+from kgengine.llm import LLM, LLMRequest, LLMStats, OpenAICompatibleLLM, estimate_tokens
+from kgengine.llm.budget import context_length_of, count_tokens_of, fit_count, request_tokens_of, tokens_left
+from kgengine.llm.protocol import ContextWindow, TokenCounter, UsageTracking
 from kgengine.model import Question
 from kgengine.rag.base import Answer, BaseAnswerer, LinkedEntity, Timings
 

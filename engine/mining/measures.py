@@ -35,14 +35,10 @@ class RelationStats:
     subjects: int  # distinct subjects
     objects: int  # distinct objects
 
-    @property
-    def functionality(self) -> float:
-        """AMIE's fun(r): distinct subjects per fact (1: one object per subject)."""
-        return self.subjects / self.facts if self.facts else 0.0
-
-    @property
-    def inverse_functionality(self) -> float:
-        return self.objects / self.facts if self.facts else 0.0
+    def functionality(self, inverse: bool = False) -> float:
+        """AMIE's fun(r), distinct subjects per fact (1: one object per subject); ``inverse``:
+        ifun(r), distinct objects per fact."""
+        return (self.objects if inverse else self.subjects) / max(self.facts, 1)
 
     @property
     def functional_side(self) -> Side:
