@@ -9,8 +9,9 @@ import pytest
 from helpers.toy_kg import triples
 from kgengine.mining.rules import parse_rule
 from kgengine.model import Triple
-from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView, body_answers, reach
+from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView, body_answers
 from kgengine.rag.graph.steps import Step, format_path, parse_path
+from kgengine.rag.graph.view import follow_path
 from kgengine.rag.linking.learning import Example, learn_patterns
 from kgengine.rag.linking.patterns import PatternIndex, pattern_of
 from kgengine.rag.linking.words import lexical_relation_score, question_words, relation_words
@@ -30,6 +31,11 @@ Alien | in_language | English
 """),
 ]
 
+
+
+def reach(adjacency: GraphAdjacency, topic: str, path) -> set[str]:
+    """The entities at the end of ``path`` from ``topic``, as the answerer follows it."""
+    return set(follow_path(MemoryGraphView(adjacency, str), topic, path).answers)
 
 @pytest.fixture
 def movies() -> GraphAdjacency:

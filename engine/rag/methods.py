@@ -326,25 +326,22 @@ class MethodContext:
         from kgengine.rag.graph.view import HandoverGraphView
 
         if self._view is None:
-            info = self.store.graph_info(self.graph)
-            if "adjacency" in self._built:
+            if "memory_view" in self._built:  # learning read the graph
                 self._view = self.memory_view()
-            elif info is None or info.triples > IN_MEMORY_MAX_TRIPLES:
-                self._view = StoreGraphView(self.store, self.graph)
             else:
-                self._view = HandoverGraphView(StoreGraphView(self.store, self.graph), self.memory_view,
-                                               after=IN_MEMORY_AFTER)
+                store_view = StoreGraphView(self.store, self.graph)
+                info = self.store.graph_info(self.graph)
+                fits = info is not None and info.triples <= IN_MEMORY_MAX_TRIPLES
+                self._view = (HandoverGraphView(store_view, self.memory_view, after=IN_MEMORY_AFTER)
+                              if fits else store_view)
         return self._view
 
     def memory_view(self) -> MemoryGraphView:
         """The graph in memory (learning paths, planning, a batch's later questions)."""
         from kgengine.rag.graph.memory import GraphAdjacency, MemoryGraphView
 
-        def make() -> MemoryGraphView:
-            adjacency = self._once("adjacency", GraphAdjacency, lambda: GraphAdjacency(self._facts()))
-            return MemoryGraphView(adjacency, self.store.order_key)
-
-        return self._once("memory_view", MemoryGraphView, make)
+        return self._once("memory_view", MemoryGraphView,
+                          lambda: MemoryGraphView(GraphAdjacency(self._facts()), self.store.order_key))
 
     def _facts(self) -> Iterable[Triple]:
         """The graph's facts: from the mining index persisted at load when it is current (a

@@ -58,18 +58,6 @@ class GraphAdjacency:
     def by_entity(self) -> Mapping[str, Mapping[Step, set[str]]]:
         return self._next
 
-    def has_fact(self, head: str, relation: str, tail: str) -> bool:
-        return tail in self.neighbours(head, Step(relation, False))
-
-
-def reach(adjacency: GraphAdjacency, topic: str, path: Sequence[Step]) -> set[str]:
-    """Entities at the end of ``path`` from ``topic`` (the topic excluded at every hop)."""
-    frontier = {topic}
-    for step in path:
-        frontier = {n for e in frontier for n in adjacency.neighbours(e, step)} - {topic}
-        if not frontier:
-            break
-    return frontier
 
 
 # ---- rule bodies joined in memory --------------------------------------------------------
