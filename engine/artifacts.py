@@ -34,7 +34,8 @@ from typing import Any, Generic, TypeVar
 import platformdirs
 from kgengine.config import setting
 from kgengine.fsutil import atomic_path, remove_stale_temporaries
-from kgengine.store import KGStore, canonical_location, short_digest
+from kgengine.model import GraphInfo
+from kgengine.store import KGStore, canonical_location
 
 T = TypeVar("T")
 
@@ -52,14 +53,16 @@ def cache_root(kind: str = "") -> Path:
 
 
 def content_key(*parts: str) -> str:
-    """A short stable digest of ``parts`` (16 hex digits; order matters)."""
-    return short_digest(*parts)
+    """A short stable digest of ``parts``: the first 16 hex digits of the SHA-256 of the
+    NUL-joined parts (order matters)."""
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
 
 
-def graph_stamp(store: KGStore, graph: str) -> str:
+def graph_stamp(store: KGStore, graph: str, info: GraphInfo | None = None) -> str:
     """The identity of ``graph`` as loaded now: the store and the graph's load stamp (load
-    time, status, triple count, dataset, source, splits). Reloading the graph changes it."""
-    info = store.require_graph(graph)
+    time, status, triple count, dataset, source, splits; ``info``: the graph's metadata when
+    the caller holds it already). Reloading the graph changes it."""
+    info = info if info is not None else store.require_graph(graph)
     return content_key(canonical_location(store), graph, info.status, info.loaded_at, str(info.triples),
                        info.dataset, info.source, ",".join(info.splits))
 
@@ -137,13 +140,8 @@ class ArtifactCache:
 
     def load(self, artifact: Artifact[T], key: str, label: str = "") -> T | None:
         """The value cached under ``key``, or None (never built, or broken: left as it is)."""
-        path = self.path(artifact, key, label)
-        if not path.exists():
-            return None
-        try:
-            return artifact.read(path)
-        except BROKEN:
-            return None
+        cached = self._hit(artifact, key, label, remove_broken=False)
+        return cached.value if cached is not None else None
 
     def load_or_build(self, artifact: Artifact[T], key: str, build: Callable[[], T], *, label: str = "",
                       drop_other_keys: bool = False, unsaved_ok: bool = False) -> Cached[T]:
@@ -190,15 +188,17 @@ class ArtifactCache:
             self._drop_others(path, label, artifact.suffix)
         return Cached(artifact.read(path), path, hit=False)
 
-    def _hit(self, artifact: Artifact[T], key: str, label: str) -> Cached[T] | None:
-        """The entry of ``key`` read, or None; a broken one is removed."""
+    def _hit(self, artifact: Artifact[T], key: str, label: str, remove_broken: bool = True
+             ) -> Cached[T] | None:
+        """The entry of ``key`` read, or None; a broken one is removed (``remove_broken``)."""
         path = self.path(artifact, key, label)
         if not path.exists():
             return None
         try:
             return Cached(artifact.read(path), path, hit=True)
         except BROKEN:
-            _remove(path)
+            if remove_broken:
+                _remove(path)
             return None
 
     def invalidate(self, artifact: Artifact[Any], key: str, label: str = "") -> None:

@@ -8,7 +8,6 @@ the locations it takes (``accepts``: URI ``schemes``, or a directory on this mac
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import re
@@ -593,6 +592,3 @@ def canonical_location(store: KGStore) -> str:
     return str(path.resolve()) if "://" not in location and path.exists() else location
 
 
-def short_digest(*parts: str) -> str:
-    """The first 16 hex digits of the SHA-256 of ``parts`` (NUL-joined): cache file names."""
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]

@@ -63,8 +63,8 @@ def summarise(records: Sequence[Mapping[str, Any]], scores: Sequence[QuestionFig
     """The setting's figures: strict BRINK metrics (official aggregation), Hit@1 for MetaQA."""
     metaqa = bool(records) and uses_hit_at_1(records[0])
     # every score but hits_hard (None for a Hit@1 set) and hit@1 (None for a BRINK set) is set
-    strict = aggregate([QuestionScore(s["hits_any"] or 0.0, s["precision"] or 0.0, s["recall"] or 0.0,
-                                      s["f1"] or 0.0, s["hits_hard"] or 0.0) for s in scores]).as_dict()
+    strict = aggregate([QuestionScore(s["hits_any"], s["precision"], s["recall"], s["f1"],
+                                      s["hits_hard"] or 0.0) for s in scores]).as_dict()
     out: dict[str, float | int | None] = dict(strict)
     if metaqa:
         out["hits_hard"] = out["hhr"] = None

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 from kgengine.artifacts import Artifact, ArtifactCache, content_key, graph_stamp
 from kgengine.errors import KGEngineError
-from kgengine.model import Triple
+from kgengine.model import GraphInfo, Triple
 from kgengine.progress import NO_PROGRESS, Reporter
 from kgengine.rag.verbalise import SurfaceForms, verbalise
 from kgengine.store import KGStore, canonical_location
@@ -181,8 +181,7 @@ class CacheKey:
         return content_key(self.location, self.graph, self.model, self.surface)
 
 
-def cache_key(store: KGStore, graph: str, model_id: str, surface: str) -> CacheKey:
-    info = store.require_graph(graph, complete=True)
+def cache_key(store: KGStore, graph: str, model_id: str, surface: str, info: GraphInfo) -> CacheKey:
     return CacheKey(location=canonical_location(store), graph=graph, model=model_id, surface=str(surface),
                     loaded_at=info.loaded_at, triples=info.triples, dataset=info.dataset,
                     source=info.source)
@@ -242,8 +241,8 @@ def embedding_cache(cache_dir: Path | None) -> ArtifactCache:
     return ArtifactCache(cache_dir, kind_folders=False) if cache_dir is not None else ArtifactCache()
 
 
-def _entry_key(store: KGStore, graph: str, key: CacheKey) -> str:
-    return content_key(graph_stamp(store, graph), key.model, key.surface)
+def _entry_key(store: KGStore, graph: str, key: CacheKey, info: GraphInfo) -> str:
+    return content_key(graph_stamp(store, graph, info), key.model, key.surface)
 
 
 def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -289,8 +288,9 @@ def triple_embeddings(
     built for the graph's current load, else built now (``build``; the entries of earlier
     loads removed) or None."""
     cache = embedding_cache(Path(cache_dir) if cache_dir is not None else None)
-    key = cache_key(store, graph, encoder.model_id, surface.kind)
-    entry_key = _entry_key(store, graph, key)
+    info = store.require_graph(graph, complete=True)  # one read of the graph's metadata for both keys
+    key = cache_key(store, graph, encoder.model_id, surface.kind, info)
+    entry_key = _entry_key(store, graph, key, info)
     if not build:
         return cache.load(TRIPLE_EMBEDDINGS, entry_key, key.slot)
     cached = cache.load_or_write(

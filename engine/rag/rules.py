@@ -29,7 +29,7 @@ from kgengine.model import Triple
 from kgengine.rag.base import Evidence
 from kgengine.rag.graph.steps import Step
 from kgengine.rag.graph.view import GraphView, bind_topic
-from kgengine.store import KGStore, short_digest
+from kgengine.store import KGStore
 
 DEFAULT_MAX_LEN = 3
 RULE_LIMIT = 1_000  # groundings per rule and question (the first in the store's order)
@@ -48,7 +48,7 @@ class RuleSet:
     @cached_property
     def fingerprint(self) -> str:
         """What the rules are (texts and confidences), for the keys of caches learned with them."""
-        return short_digest(*sorted(f"{r.rule}\t{r.std_confidence}\t{r.pca_confidence}" for r in self.rules))
+        return content_key(*sorted(f"{r.rule}\t{r.std_confidence}\t{r.pca_confidence}" for r in self.rules))
 
     def for_step(self, step: Step) -> list[MinedRule]:
         """Rules whose head is the step's relation (either direction: the step says which
@@ -77,13 +77,6 @@ def _rules_key(store: KGStore, graph: str, max_len: int) -> str:
     """What mined rules depend on: the graph's load (a reload mines again) and the settings."""
     return content_key(graph_stamp(store, graph), str(max_len),
                        repr((BRINK_MINING.min_conf, BRINK_MINING.min_pca, BRINK_MINING.min_hc)))
-
-
-def cache_path(store: KGStore, graph: str, max_len: int, cache_dir: Path | None = None) -> Path:
-    """The cache file of the rules mined on ``graph`` as loaded now (``cache_dir``: the cache
-    root instead of :func:`kgengine.artifacts.cache_root`)."""
-    key = _rules_key(store, graph, max_len)
-    return ArtifactCache(cache_dir).path(MINED_RULES, key, f"{graph}-len{max_len}")
 
 
 def load_rules(
