@@ -235,8 +235,7 @@ def backend_class(location: str) -> type[KGStore]:
     found = _URI_SCHEME.match(location)
     scheme = found.group(1).lower() if found else None
     declared: list[str] = []
-    for name in BACKENDS.names():
-        cls = BACKENDS.get(name)
+    for _, cls in BACKENDS.items():
         if scheme is None and not cls.schemes:
             return cls
         if scheme is not None and scheme in cls.schemes:

@@ -27,7 +27,15 @@ import httpx2  # the openai client's HTTP library: installed with it (httpx is n
 import openai
 from kgengine.llm.budget import fit_count, request_tokens_of
 from kgengine.llm.cache import ResponseCache, cached_completion, store_completion
-from kgengine.llm.errors import EmptyReplyError, LLMError, PromptTooLongError, describe, refusal, times
+from kgengine.llm.errors import (
+    EmptyReplyError,
+    LLMError,
+    PromptTooLongError,
+    describe,
+    one_line,
+    refusal,
+    times,
+)
 from kgengine.llm.probes import ServerProbe
 from kgengine.llm.replies import FINISHED_LOOP, STREAMING_LOOP, cut_at_stop, estimate_tokens, find_loop
 from kgengine.llm.request import Completion, LLMRequest
@@ -160,7 +168,7 @@ class OpenAICompatibleLLM:
             return completion
         self.stats.add("empty_replies")
         why = " before a stop sequence" if request.stop and completion.finish_reason == "stop" else ""
-        prompt = " ".join(request.prompt.split())
+        prompt = one_line(request.prompt)
         raise EmptyReplyError(f"{self.model} at {self.endpoint} replied nothing{why} "
                               f"(finish: {completion.finish_reason}) to {prompt[:80]!r}", completion)
 
@@ -173,8 +181,9 @@ class OpenAICompatibleLLM:
             except BrokenStream as exc:
                 # llama-cpp-python refuses an over-long prompt only once streaming has begun:
                 # the stream closes empty, where a plain request gets HTTP 400 with the reason
-                if not str(exc) and self._too_long(request):
-                    raise self._too_long_error(request) from None
+                too_long = None if str(exc) else self._too_long_error(request)
+                if too_long is not None:
+                    raise too_long from None
                 if self.retry.last(attempt):
                     raise LLMError(f"LLM endpoint {self.endpoint} failed {times(attempt + 1)}: the stream "
                                    "ended before the reply was finished") from None
@@ -216,14 +225,18 @@ class OpenAICompatibleLLM:
             completion_tokens = raw.chunks if raw.chunks is not None else self.count_tokens(raw.text)
         return Completion(text, finish, prompt_tokens, completion_tokens, estimated, False, note)
 
-    def _too_long(self, request: LLMRequest) -> bool:
+    def _too_long_error(self, request: LLMRequest) -> PromptTooLongError | None:
+        """The error of a prompt over the model's context (its tokens counted once), or None
+        when it fits or the context is unknown."""
         context = self.context_length
-        return context is not None and self.count_request_tokens(request) >= context
-
-    def _too_long_error(self, request: LLMRequest) -> PromptTooLongError:
+        if context is None:
+            return None
+        tokens = self.count_request_tokens(request)
+        if tokens < context:
+            return None
         counted = "counted by the server's tokenizer" if self.token_counting == "server" else "estimated"
         return PromptTooLongError(
             f"the prompt does not fit {self.model}'s context at {self.endpoint}: about "
-            f"{self.count_request_tokens(request)} tokens ({counted}, chat template included) for a context "
-            f"of {self.context_length} (the server ended the stream without a reply; shorten the prompt, or "
+            f"{tokens} tokens ({counted}, chat template included) for a context "
+            f"of {context} (the server ended the stream without a reply; shorten the prompt, or "
             "serve the model with a larger context)")

@@ -25,6 +25,12 @@ def slot_iris(graph: str, slot: str) -> tuple[str, str]:
     return base, base + "/entities"
 
 
+def require_store_directory(path: Path) -> None:
+    """OSError naming ``path`` unless it holds an Oxigraph store."""
+    if not is_store_directory(path):
+        raise OSError(f"no Oxigraph store at {path} (run `kgengine load` first)")
+
+
 def is_store_directory(path: Path) -> bool:
     """Whether ``path`` holds an Oxigraph store (its RocksDB ``CURRENT`` file)."""
     return (path / "CURRENT").is_file()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 from kgengine.errors import StoreError
-from kgengine.oxigraph.layout import is_store_directory
+from kgengine.oxigraph.layout import require_store_directory
 
 SNAPSHOT_ATTEMPTS = 20  # a checkpoint races a writer's compaction or log rotation: retry
 
@@ -55,8 +55,7 @@ def take_snapshot(store: Path, target: Path) -> Path:
 
 def _snapshot_opened(store: Path, target: Path) -> ox.Store:
     """:func:`take_snapshot`, and the snapshot opened read-only (it must open)."""
-    if not is_store_directory(store):
-        raise OSError(f"no Oxigraph store at {store} (run `kgengine load` first)")
+    require_store_directory(store)
     error: OSError | None = None
     for attempt in range(SNAPSHOT_ATTEMPTS):
         for leftover in (target, target.with_name(target.name + ".tmp")):

@@ -11,22 +11,15 @@ no longer needs them; ones left by a killed server are removed at the next start
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
-from kgengine.oxigraph.snapshots import remove_stale, take_snapshot
-from kgengine.oxigraph.snapshots import snapshot_root as _snapshot_root
+from kgengine.oxigraph.snapshots import remove_snapshot_dir, remove_stale, snapshot_root, take_snapshot
 
-__all__ = ["Snapshots", "snapshot_root"]
+__all__ = ["Snapshots"]
 log = logging.getLogger("kgengine.serve")
-
-
-def snapshot_root(store: Path) -> Path:
-    return _snapshot_root(store, "serve")
 
 
 class Snapshots:
@@ -34,7 +27,7 @@ class Snapshots:
 
     def __init__(self, store: str) -> None:
         self.store = Path(store)
-        root = snapshot_root(self.store)
+        root = snapshot_root(self.store, "serve")
         try:
             root.mkdir(exist_ok=True)
             remove_stale(root)
@@ -50,6 +43,4 @@ class Snapshots:
         return take_snapshot(self.store, self.root / f"{os.getpid()}-{self.count}")
 
     def remove(self, path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-        with contextlib.suppress(OSError):  # leave no empty .<store>.serve directory behind
-            self.root.rmdir()
+        remove_snapshot_dir(path)  # and the .<store>.serve directory once empty

@@ -24,7 +24,7 @@ from typing import Any
 import pyoxigraph as ox
 from kgengine import sparqltext
 from kgengine.errors import GraphNotFoundError
-from kgengine.oxigraph.layout import is_store_directory
+from kgengine.oxigraph.layout import require_store_directory
 from kgengine.oxigraph.store import OxigraphStore
 from kgengine.processes import read_frame as read_job
 from kgengine.processes import write_frame
@@ -39,8 +39,7 @@ def open_oxigraph(path: str, writable: bool) -> ox.Store:
     one writes to; the one writable worker (--allow-update) owns the live store."""
     if writable:
         return ox.Store(path)
-    if not is_store_directory(Path(path)):
-        raise OSError(f"no Oxigraph store at {path} (run `kgengine load` first)")
+    require_store_directory(Path(path))
     return ox.Store.read_only(path)
 
 
