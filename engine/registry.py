@@ -81,7 +81,12 @@ class Registry(Generic[T]):
                                           or name in self.plugins())
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
+        """:meth:`names` lazily: the entry points are scanned only once the built-ins are passed
+        (finding a store's backend by its location never scans them for a directory)."""
+        yield from self.builtins
+        yield from self.plugins()  # (they never shadow a built-in)
+        yield from (name for name in self._registered
+                    if name not in self.builtins and name not in self.plugins())
 
     def __len__(self) -> int:
         return len(self.names())
@@ -120,8 +125,8 @@ class Registry(Generic[T]):
         return found
 
     def items(self) -> Iterator[tuple[str, T]]:
-        """Every name with its object (imports them all)."""
-        for name in self.names():
+        """Every name with its object, imported as the iteration reaches it."""
+        for name in self:
             yield name, self.get(name)
 
     # ---- run-time registration -------------------------------------------------------------------

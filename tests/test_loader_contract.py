@@ -80,7 +80,7 @@ LOADER_CASES = KindCases[Callable[[Path], LoaderInput]](LOADERS, {
 }, "tests/test_loader_contract.py")
 
 
-@pytest.mark.parametrize("name", LOADER_CASES.names())
+@pytest.mark.parametrize("name", LOADER_CASES.registry.names())
 class TestLoaderContract:
     def given(self, name: str, tmp_path: Path) -> tuple[LoaderInput, Dataset]:
         case = LOADER_CASES.case(name)(tmp_path)

@@ -111,7 +111,7 @@ def int_options(options: type) -> list[str]:
     return [name for name, kind in option_types(options).items() if kind in (int, int | None)]
 
 
-@pytest.mark.parametrize("method", METHOD_CASES.names())
+@pytest.mark.parametrize("method", METHOD_CASES.registry.names())
 class TestMethodContract:
     def test_every_method_answers_with_the_shape_the_contract_says(
             self, method: str, movie_graph: tuple[Any, str], llm_server: Any, tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def test_every_file_reader_has_a_writer_here() -> None:
     assert set(WRITERS) == set(QUESTION_READERS) - {"metaqa-name"}  # the shared MetaQA: test_eval_units
 
 
-@pytest.mark.parametrize("name", READER_CASES.names())
+@pytest.mark.parametrize("name", READER_CASES.registry.names())
 class TestQuestionReaderContract:
     def test_a_reader_round_trips_its_format(self, name: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,7 +91,7 @@ def _backend_params() -> list[Any]:
     """Every registered backend (one without a case fails its tests, saying so)."""
     cases = BACKEND_CASES.cases
     return [pytest.param(name, marks=cases[name].marks if name in cases else ())
-            for name in BACKEND_CASES.names()]
+            for name in BACKEND_CASES.registry.names()]
 
 
 @pytest.fixture(params=_backend_params())

@@ -35,7 +35,3 @@ class KindCases(Generic[C]):
             pytest.fail(f"{self.registry.kind} {name!r} is registered ({self.registry.where(name)}) "
                         f"but has no test case: add one to {self.home}")
         return self.cases[name]
-
-    def names(self) -> list[str]:
-        """What the contract class is parametrized with: every registered name."""
-        return self.registry.names()
