@@ -17,13 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "build" / "typecheck"
-# installed package -> repository folder (pyproject.toml's package-dir)
-FOLDERS = {"kgengine": "engine", "kgengine/loaders": "loaders", "kgengine/sparql": "sparql",
-           "kgengine/cypher": "cypher"}
+# installed package (as a path) -> repository folder: pyproject.toml's package-dir
+FOLDERS = {package.replace(".", "/"): folder for package, folder in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"].items()}
 
 
 # benchmark scripts whose file name is a library's (run as scripts, they never import it as
@@ -57,7 +58,6 @@ def main(argv: list[str]) -> int:
     back = lay_out()
     # longest prefix first: kgengine/loaders/ before kgengine/
     prefixes = sorted(back, key=len, reverse=True)
-    bench_links = str((TREE / "bench").relative_to(ROOT)) + "/"
     command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                str((TREE / "kgengine").relative_to(ROOT)), str((TREE / "bench").relative_to(ROOT)), *argv]
     # bench/ (its scripts import each other) and tests/ (the benchmarks import its shared-data
@@ -70,9 +70,6 @@ def main(argv: list[str]) -> int:
             if line.startswith(prefix):
                 line = back[prefix] + line[len(prefix):]
                 break
-        else:
-            if line.startswith(bench_links):
-                line = "bench/" + line[len(bench_links):]
         print(line)
     return result.returncode
 
